@@ -1,0 +1,107 @@
+"""Functions that make new tensors: tensor, zeros, ones, full, empty, arange, eye, randn, ..."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import device as devices
+from . import dtypes
+from . import random
+from .tensor import Tensor
+
+
+def _shape(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    return tuple(int(n) for n in size)
+
+
+def _make(array_fn, size, dtype, device, requires_grad, default=dtypes.default_float) -> Tensor:
+    device = devices.canonical(device)
+    with devices.use(device):
+        array = array_fn(devices.array_module(device), _shape(size), np.dtype(dtype or default))
+    return Tensor._wrap(array, device).requires_grad_(requires_grad)
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A new tensor from a number, a (nested) list, a NumPy/CuPy array or another tensor (copied)."""
+    if isinstance(data, Tensor):
+        data = data.data.copy()
+    return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _make(lambda xp, s, d: xp.zeros(s, dtype=d), size, dtype, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _make(lambda xp, s, d: xp.ones(s, dtype=d), size, dtype, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _make(lambda xp, s, d: xp.empty(s, dtype=d), size, dtype, device, requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    default = dtypes.scalar_dtype(fill_value, dtypes.bool_)   # 1.5 -> float32, 3 -> int64, True -> bool
+    return _make(lambda xp, s, d: xp.full(s, fill_value, dtype=d), (size,), dtype, device, requires_grad, default)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _make(lambda xp, s, d: xp.eye(n, m, dtype=d), (), dtype, device, requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Like range(): integers give int64, any float gives float32."""
+    if end is None:
+        start, end = 0, start
+    is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    default = dtypes.int64 if is_int else dtypes.default_float
+    return _make(lambda xp, s, d: xp.arange(start, end, step).astype(d), (), dtype, device, requires_grad, default)
+
+
+def _sample(method: str, device: str, shape: tuple, dtype):
+    """Draw with the device's generator; it makes float32 or float64, other floats are cast."""
+    native = dtype if dtype in (dtypes.float32, dtypes.float64) else dtypes.float32
+    return getattr(random.generator(device), method)(shape, dtype=native).astype(dtype, copy=False)
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Standard normal samples."""
+    device = devices.canonical(device)
+    return _make(lambda xp, s, d: _sample("standard_normal", device, s, d), size, dtype, device, requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Uniform samples in [0, 1)."""
+    device = devices.canonical(device)
+    return _make(lambda xp, s, d: _sample("random", device, s, d), size, dtype, device, requires_grad)
+
+
+def randint(low, high=None, size=(), dtype=None, device=None) -> Tensor:
+    """Integers drawn uniformly from [low, high)."""
+    if high is None:
+        low, high = 0, low
+    device = devices.canonical(device)
+    return _make(lambda xp, s, d: random.generator(device).integers(low, high, size=s).astype(d),
+                 (size,), dtype, device, False, dtypes.int64)
+
+
+def randperm(n, dtype=None, device=None) -> Tensor:
+    device = devices.canonical(device)
+    return _make(lambda xp, s, d: random.generator(device).permutation(n).astype(d), (), dtype, device, False,
+                 dtypes.int64)
+
+
+def _like(fn):
+    def like(x: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+        return fn(x.shape, dtype=dtype or x.dtype, device=device or x.device, requires_grad=requires_grad)
+    like.__name__ = fn.__name__ + "_like"
+    like.__doc__ = f"{fn.__name__} with the shape (and by default the dtype and device) of x."
+    return like
+
+
+def full_like(x: Tensor, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return full(x.shape, fill_value, dtype=dtype or x.dtype, device=device or x.device, requires_grad=requires_grad)
+
+
+zeros_like, ones_like, empty_like, randn_like, rand_like = (_like(f) for f in (zeros, ones, empty, randn, rand))

@@ -1,0 +1,134 @@
+"""Which array library backs a tensor, and how arrays move between devices.
+
+Three devices exist:
+
+* ``cpu``  -- NumPy arrays; fused ops run their NumPy reference functions.
+* ``cuda`` / ``cuda:N`` -- CuPy arrays on NVIDIA GPU number N.
+* ``emu``  -- NumPy arrays; fused ops run our CUDA kernels through the CPU emulator.
+  Until a kernel exists for an op, ``emu`` computes exactly like ``cpu``.
+
+The default is ``cuda`` when CuPy imports *and* sees a GPU, otherwise ``cpu``; the
+environment variable ``TINYGRAD_GPU_DEVICE`` overrides it.  Importing this module never
+fails and never prints: a machine with CuPy installed but no driver simply has no
+``cuda`` device, and asking for one there raises a clear error.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+_cupy = None            # the cupy module once imported successfully
+_cuda_checked = False   # have we tried?
+_cuda_problem = ""      # why cuda is unavailable, for error messages
+
+
+def _probe_cuda() -> None:
+    """Import CuPy and count GPUs once; remember why it failed if it did."""
+    global _cupy, _cuda_checked, _cuda_problem
+    if _cuda_checked:
+        return
+    _cuda_checked = True
+    try:
+        import cupy
+    except Exception as e:  # not installed, or a broken install: both mean "no cuda"
+        _cuda_problem = f"CuPy is not importable ({type(e).__name__}: {e}); install tinygrad_gpu[gpu]"
+        return
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # CuPy present but no driver / no GPU
+        _cuda_problem = f"CuPy is installed but found no usable GPU ({type(e).__name__}: {e})"
+        return
+    if count == 0:
+        _cuda_problem = "CuPy is installed but reports 0 GPUs"
+        return
+    _cupy = cupy
+
+
+def cuda_available() -> bool:
+    """True when CuPy imports and sees at least one GPU."""
+    _probe_cuda()
+    return _cupy is not None
+
+
+def cuda_device_count() -> int:
+    return _cupy.cuda.runtime.getDeviceCount() if cuda_available() else 0
+
+
+def canonical(device) -> str:
+    """Normalise a device name: 'cpu', 'emu', 'cuda' -> 'cuda:0', 'cuda:1'. Checks that it exists."""
+    if device is None:
+        return default_device()
+    name = str(device).strip().lower()
+    if name in ("cpu", "emu"):
+        return name
+    if name == "cuda" or name.startswith("cuda:"):
+        index_text = name[5:] or "0"
+        if not index_text.isdigit():
+            raise ValueError(f"unknown device {device!r}: expected 'cpu', 'emu', 'cuda' or 'cuda:N'")
+        if not cuda_available():
+            raise RuntimeError(f"device {device!r} requested but CUDA is unavailable: {_cuda_problem}. "
+                               "Use device='cpu' (or 'emu' to run the CUDA kernels on the CPU).")
+        index = int(index_text)
+        if index >= cuda_device_count():
+            raise RuntimeError(f"device {device!r} requested but only {cuda_device_count()} GPU(s) are visible")
+        return f"cuda:{index}"
+    raise ValueError(f"unknown device {device!r}: expected 'cpu', 'emu', 'cuda' or 'cuda:N'")
+
+
+_default = None
+
+
+def default_device() -> str:
+    """'cuda:0' when a GPU is usable, else 'cpu'; TINYGRAD_GPU_DEVICE overrides."""
+    global _default
+    if _default is None:
+        chosen = os.environ.get("TINYGRAD_GPU_DEVICE")
+        _default = canonical(chosen) if chosen else ("cuda:0" if cuda_available() else "cpu")
+    return _default
+
+
+def set_default_device(device) -> None:
+    global _default
+    _default = canonical(device)
+
+
+def is_cuda(device: str) -> bool:
+    return device.startswith("cuda")
+
+
+def array_module(device: str):
+    """numpy for 'cpu' and 'emu', cupy for 'cuda:N'."""
+    return _cupy if is_cuda(device) else np
+
+
+class _Nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def use(device: str):
+    """Context manager that makes `device` current, so CuPy allocates on the right GPU."""
+    return _cupy.cuda.Device(int(device[5:])) if is_cuda(device) else _Nothing()
+
+
+def device_of_array(array) -> str:
+    """The device an array lives on."""
+    if isinstance(array, np.ndarray) or np.isscalar(array):
+        return "cpu"
+    if _cupy is not None and isinstance(array, _cupy.ndarray):
+        return f"cuda:{array.device.id}"
+    raise TypeError(f"expected a NumPy or CuPy array, got {type(array).__name__}")
+
+
+def move(array, device: str):
+    """Copy `array` onto `device` (no copy when it already lives there)."""
+    if is_cuda(device):
+        with use(device):
+            return _cupy.asarray(array)
+    if _cupy is not None and isinstance(array, _cupy.ndarray):
+        return array.get()
+    return np.asarray(array)

@@ -1,0 +1,4 @@
+"""Neural-network building blocks. ``functional`` holds the stateless layer functions and losses."""
+from . import functional
+
+__all__ = ["functional"]

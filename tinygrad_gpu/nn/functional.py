@@ -1,0 +1,182 @@
+"""tinygrad_gpu.nn.functional: losses and layer functions with PyTorch's signatures.
+
+These are compositions of Tensor ops, so their gradients (and second derivatives) come
+from the ops they are made of.  The fused CUDA kernels replace the hot ones behind the
+same signatures without changing what they compute.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes
+from .. import random
+from ..ops import movement
+from ..ops.elementwise import check_broadcast, gelu as _gelu
+from ..tensor import Tensor
+
+
+def _check_reduction(op: str, reduction: str) -> None:
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def relu(x: Tensor) -> Tensor:
+    return x.relu()
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    return _gelu(x, approximate)
+
+
+def softmax(x: Tensor, dim: int) -> Tensor:
+    return x.softmax(dim)
+
+
+def log_softmax(x: Tensor, dim: int) -> Tensor:
+    return x.log_softmax(dim)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor = None) -> Tensor:
+    """x @ weight.T + bias, with weight stored (out_features, in_features) as in PyTorch."""
+    out = x @ weight.transpose(0, 1) if weight.ndim == 2 else x @ weight
+    return out if bias is None else out + bias
+
+
+# ----------------------------------------------------------------------------- losses
+def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Softmax cross-entropy between logits and class indices (or class probabilities).
+
+    input: (C,), (N, C) or (N, C, d1, ...) logits; target: (), (N,) or (N, d1, ...) class
+    indices (positions equal to `ignore_index` contribute nothing and are not counted in
+    the mean), or a float tensor of input's shape holding class probabilities.
+    With label smoothing e, the target distribution is (1 - e) one-hot + e uniform.
+    """
+    _check_reduction("cross_entropy", reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if input.ndim == 0:
+        raise ValueError("cross_entropy: input must have a class dimension, got a 0-d tensor")
+    class_dim = 1 if input.ndim >= 2 else 0
+    n_classes = input.shape[class_dim]
+    log_probs = input.log_softmax(class_dim)
+
+    if target.is_floating_point():                        # class probabilities
+        if target.shape != input.shape:
+            raise ValueError(f"cross_entropy: probability targets must have the input's shape {input.shape}, "
+                             f"got {target.shape}")
+        if label_smoothing:
+            target = target * (1 - label_smoothing) + label_smoothing / n_classes
+        losses = -(target * log_probs).sum(class_dim)
+        return losses if reduction == "none" else losses.sum() if reduction == "sum" else losses.mean()
+
+    expected = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
+    if target.shape != expected:
+        raise ValueError(f"cross_entropy: input of shape {input.shape} needs class-index targets of shape "
+                         f"{expected}, got {target.shape}")
+    if dtypes.category(target.dtype) != 1:
+        raise TypeError(f"cross_entropy: class-index targets must be integers, got {target.dtype}")
+    # One row of class scores per target: classes last, everything else flattened.
+    rows = log_probs.movedim(class_dim, -1).reshape(-1, n_classes) if input.ndim >= 2 \
+        else log_probs.reshape(1, n_classes)
+    labels = target.reshape(-1)
+    kept = labels != ignore_index
+    bad = kept & ((labels < 0) | (labels >= n_classes))
+    if bad.any().item():
+        value = labels[bad][0].item()
+        raise IndexError(f"cross_entropy: target {value} is out of range for {n_classes} classes "
+                         f"(valid: 0..{n_classes - 1}, or ignore_index={ignore_index})")
+    safe_labels = labels.masked_fill(~kept, 0)              # any valid row for ignored positions
+    nll = -movement.pick_along_dim(rows, safe_labels.unsqueeze(1), 1).squeeze(1)
+    if label_smoothing:
+        nll = (1 - label_smoothing) * nll - label_smoothing * rows.mean(1)
+    nll = nll.masked_fill(~kept, 0.0)
+    if reduction == "none":
+        return nll.reshape(target.shape)
+    if reduction == "sum":
+        return nll.sum()
+    return nll.sum() / kept.sum().to(dtype=nll.dtype)       # 0 kept targets gives nan, as in PyTorch
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    _check_reduction("mse_loss", reduction)
+    check_broadcast("mse_loss", input.shape, target.shape)
+    diff = input - target
+    squared = diff * diff
+    return squared if reduction == "none" else squared.sum() if reduction == "sum" else squared.mean()
+
+
+# ----------------------------------------------------------------------------- layers
+def layer_norm(x: Tensor, normalized_shape, weight: Tensor = None, bias: Tensor = None,
+               eps: float = 1e-5) -> Tensor:
+    """Normalise over the last len(normalized_shape) dims to mean 0, variance 1; then scale and shift."""
+    normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(normalized_shape)
+    if x.shape[x.ndim - k:] != normalized_shape:
+        raise ValueError(f"layer_norm: input of shape {x.shape} does not end with normalized_shape "
+                         f"{normalized_shape}")
+    dims = tuple(range(x.ndim - k, x.ndim))
+    mean = x.mean(dims, keepdim=True)
+    centered = x - mean
+    variance = (centered * centered).mean(dims, keepdim=True)     # biased, as in PyTorch
+    out = centered * (variance + eps).rsqrt()
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def embedding(input: Tensor, weight: Tensor) -> Tensor:
+    """Rows of `weight` picked by the integer tensor `input`; repeated ids add up their gradients."""
+    if dtypes.category(input.dtype) != 1:
+        raise TypeError(f"embedding: indices must be an integer tensor, got {input.dtype}")
+    if input.numel():
+        low, high = input.data.min().item(), input.data.max().item()
+        if low < 0 or high >= weight.shape[0]:
+            raise IndexError(f"embedding: index {high if high >= weight.shape[0] else low} is out of range for "
+                             f"{weight.shape[0]} embeddings (valid: 0..{weight.shape[0] - 1})")
+    return weight[input]
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1 / (1 - p) (only when training)."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    keep = random.generator(x.device).random(x.shape, dtype=np.float32) >= p
+    scale = keep.astype(x.dtype) * (1.0 / (1.0 - p))
+    return x * Tensor._wrap(scale, x.device)
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float = None) -> Tensor:
+    """softmax(q k^T * scale + mask) v over the last two dims of (..., L, E), (..., S, E), (..., S, Ev).
+
+    is_causal: position i attends to positions <= i.  attn_mask: bool (True = may attend) or
+    float (added to the scores), broadcastable to (..., L, S).
+    """
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"scaled_dot_product_attention: query {query.shape}, key {key.shape} and value "
+                         f"{value.shape} do not fit (need (..., L, E), (..., S, E), (..., S, Ev))")
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = (query @ key.transpose(-2, -1)) * scale
+    L, S = query.shape[-2], key.shape[-2]
+    if is_causal:
+        attn_mask = Tensor(np.tril(np.ones((L, S), dtype=bool)), device=scores.device)
+    if attn_mask is not None:
+        if attn_mask.dtype == np.bool_:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = scores.softmax(-1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return weights @ value

@@ -1,0 +1,1 @@
+"""Differentiable ops, one file per family: elementwise, reduce, movement, linalg."""

@@ -1,0 +1,427 @@
+"""Elementwise ops: arithmetic, unary math, GELU, clamp, maximum/minimum, where, comparisons.
+
+Each class is one op: ``forward`` computes on arrays, ``backward`` returns the gradient of
+each input written with Tensor ops (so ``create_graph=True`` can differentiate it again).
+Binary ops receive inputs already promoted to one dtype (``Tensor._binary``) and may
+return gradients of the broadcast shape: the engine sums them back (``sum_to_shape``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import device as devices
+from .. import dtypes
+from ..tensor import Function, Tensor
+
+
+def check_broadcast(op: str, *shapes) -> None:
+    """Raise an error naming the op and the shapes when they cannot be broadcast together."""
+    if all(s == shapes[0] for s in shapes):
+        return
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        shown = " and ".join(str(tuple(s)) for s in shapes)
+        raise ValueError(f"{op}: shapes {shown} cannot be broadcast together (each dimension must match "
+                         "or be 1, counting from the last)") from None
+
+
+class _Binary(Function):
+    """Shared forward prologue of two-input ops: check that the shapes broadcast."""
+
+    @classmethod
+    def apply(cls, a, b, **options):
+        check_broadcast(cls.op_name(), a.shape, b.shape)
+        return super().apply(a, b, **options)
+
+
+# ----------------------------------------------------------------------------- arithmetic
+class Add(_Binary):
+    def forward(ctx, a, b):
+        return a.data + b.data
+
+    def backward(ctx, grad):
+        return grad, grad
+
+
+class Sub(_Binary):
+    def forward(ctx, a, b):
+        return a.data - b.data
+
+    def backward(ctx, grad):
+        return grad, -grad
+
+
+class Mul(_Binary):
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a.data * b.data
+
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return (grad * b if ctx.needs_input_grad[0] else None,
+                grad * a if ctx.needs_input_grad[1] else None)
+
+
+class Div(_Binary):
+    float_only = True     # 7 / 2 is 3.5, as in PyTorch
+
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a.data / b.data
+
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return (grad / b if ctx.needs_input_grad[0] else None,
+                -grad * a / (b * b) if ctx.needs_input_grad[1] else None)
+
+
+class Neg(Function):
+    def forward(ctx, x):
+        return -x.data
+
+    def backward(ctx, grad):
+        return -grad
+
+
+class PowScalar(Function):
+    """x ** c for a Python number c."""
+
+    def forward(ctx, x, exponent):
+        ctx.save_for_backward(x)
+        ctx.exponent = exponent
+        return x.data ** exponent
+
+    def backward(ctx, grad):
+        (x,), c = ctx.saved_tensors, ctx.exponent
+        if c == 0:
+            return grad * 0          # d/dx x**0 is 0 everywhere, also at x = 0
+        return grad * c * x ** (c - 1)
+
+
+class Pow(_Binary):
+    """a ** b for two tensors."""
+
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a.data ** b.data
+
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        grad_a = grad * b * a ** (b - 1) if ctx.needs_input_grad[0] else None
+        grad_b = None
+        if ctx.needs_input_grad[1]:
+            # d/db a**b = a**b * log(a); PyTorch defines it as 0 where a == 0 and b >= 0
+            safe_log = where(a == 0, 0.0, a).log()
+            grad_b = where((a == 0) & (b >= 0), 0.0, grad * a ** b * safe_log)
+        return grad_a, grad_b
+
+
+def pow(base: Tensor, exponent) -> Tensor:
+    if isinstance(exponent, Tensor):
+        return base._binary(Pow, exponent)
+    if isinstance(exponent, float) and not base.is_floating_point():
+        base = base._floating()
+    return PowScalar.apply(base, exponent=exponent)
+
+
+class Clone(Function):
+    def forward(ctx, x):
+        return x.data.copy()
+
+    def backward(ctx, grad):
+        return grad
+
+
+class Cast(Function):
+    """x.to(dtype): the gradient is cast back to the input's dtype."""
+
+    def forward(ctx, x, dtype):
+        ctx.input_dtype = x.dtype
+        return x.data.astype(dtype)
+
+    def backward(ctx, grad):
+        return grad.to(dtype=ctx.input_dtype)
+
+
+# ----------------------------------------------------------------------------- unary math
+class Exp(Function):
+    saves_output = True
+
+    def forward(ctx, x):
+        return ctx.xp.exp(x.data)
+
+    def backward(ctx, grad):
+        return grad * ctx.output
+
+
+class Log(Function):
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.log(x.data)
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / x
+
+
+class Sqrt(Function):
+    saves_output = True
+
+    def forward(ctx, x):
+        return ctx.xp.sqrt(x.data)
+
+    def backward(ctx, grad):
+        return grad / (2 * ctx.output)
+
+
+class Rsqrt(Function):
+    saves_output = True
+
+    def forward(ctx, x):
+        return 1 / ctx.xp.sqrt(x.data)
+
+    def backward(ctx, grad):
+        y = ctx.output                      # y = x^(-1/2), dy/dx = -y^3 / 2
+        return grad * -0.5 * y * y * y
+
+
+class Tanh(Function):
+    saves_output = True
+
+    def forward(ctx, x):
+        return ctx.xp.tanh(x.data)
+
+    def backward(ctx, grad):
+        y = ctx.output
+        return grad * (1 - y * y)
+
+
+class Sigmoid(Function):
+    saves_output = True
+
+    def forward(ctx, x):
+        xp = ctx.xp
+        # exp of a negative number only, so no overflow for large |x|
+        z = xp.exp(-xp.abs(x.data))
+        return xp.where(x.data >= 0, 1 / (1 + z), z / (1 + z))
+
+    def backward(ctx, grad):
+        y = ctx.output
+        return grad * y * (1 - y)
+
+
+class Sin(Function):
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.sin(x.data)
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.cos()
+
+
+class Cos(Function):
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.cos(x.data)
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return -grad * x.sin()
+
+
+def _erf_array(array):
+    """erf on an array. NumPy has none: use SciPy when installed, else Python's math.erf per element."""
+    if not isinstance(array, np.ndarray):
+        import cupyx.scipy.special
+        return cupyx.scipy.special.erf(array)
+    try:
+        from scipy.special import erf
+    except ImportError:
+        erf = np.vectorize(math.erf, otypes=[array.dtype])
+    return erf(array).astype(array.dtype, copy=False)
+
+
+class Erf(Function):
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _erf_array(x.data)
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (2 / math.sqrt(math.pi)) * (-(x * x)).exp()
+
+
+class Relu(Function):
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.maximum(x.data, 0)
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return where(x > 0, grad, 0.0)        # relu'(0) = 0, as in PyTorch
+
+
+class Abs(Function):
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.abs(x.data)
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * sign(x)                 # abs'(0) = 0, as in PyTorch
+
+
+def sign(x: Tensor) -> Tensor:
+    """-1, 0 or 1; its derivative is zero wherever it exists, so no graph is recorded."""
+    return Tensor._wrap(devices.array_module(x.device).sign(x.data), x.device)
+
+
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+_GELU_CUBIC = 0.044715
+
+
+class GeluTanh(Function):
+    """GELU with the tanh approximation (GPT-2's): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        xp, v = ctx.xp, x.data
+        return 0.5 * v * (1 + xp.tanh(_SQRT_2_OVER_PI * (v + _GELU_CUBIC * v * v * v)))
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        x2 = x * x
+        t = (_SQRT_2_OVER_PI * x * (1 + _GELU_CUBIC * x2)).tanh()
+        dinner = _SQRT_2_OVER_PI * (1 + 3 * _GELU_CUBIC * x2)
+        return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * dinner)
+
+
+class GeluExact(Function):
+    """GELU(x) = x * Phi(x), Phi the standard normal CDF."""
+
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return 0.5 * x.data * (1 + _erf_array(x.data / math.sqrt(2)))
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        cdf = 0.5 * (1 + (x / math.sqrt(2)).erf())
+        pdf = (-0.5 * x * x).exp() / math.sqrt(2 * math.pi)
+        return grad * (cdf + x * pdf)
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    if approximate == "tanh":
+        return GeluTanh.apply(x._floating())
+    if approximate == "none":
+        return GeluExact.apply(x._floating())
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+# ----------------------------------------------------------------------------- selection
+class Clamp(Function):
+    def forward(ctx, x, low, high):
+        ctx.save_for_backward(x)
+        ctx.low, ctx.high = low, high
+        return ctx.xp.clip(x.data, low, high)
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        inside = Tensor._wrap(ctx.xp.ones(x.shape, dtype=bool), x.device)
+        if ctx.low is not None:
+            inside = inside & (x >= ctx.low)
+        if ctx.high is not None:
+            inside = inside & (x <= ctx.high)
+        return where(inside, grad, 0.0)       # the gradient passes at the bounds, as in PyTorch
+
+
+def clamp(x: Tensor, low=None, high=None) -> Tensor:
+    if low is None and high is None:
+        raise ValueError("clamp: give at least one of min and max")
+    if isinstance(low, Tensor) or isinstance(high, Tensor):
+        out = x if low is None else x.maximum(low)
+        return out if high is None else out.minimum(high)
+    return Clamp.apply(x, low=low, high=high)
+
+
+class _Extremum(_Binary):
+    """maximum / minimum: where both inputs are equal the gradient is split evenly."""
+
+    pick = None
+
+    def forward(ctx, a, b):
+        xp = ctx.xp
+        a_wins = xp.greater(a.data, b.data) if ctx.pick == "max" else xp.less(a.data, b.data)
+        # share of the gradient that goes to `a`: 1 where a wins, 1/2 on ties, 0 elsewhere
+        ctx.share_a = xp.where(a_wins, 1.0, xp.where(a.data == b.data, 0.5, 0.0)).astype(a.dtype)
+        return xp.maximum(a.data, b.data) if ctx.pick == "max" else xp.minimum(a.data, b.data)
+
+    def backward(ctx, grad):
+        share_a = Tensor._wrap(ctx.share_a, ctx.device)
+        return grad * share_a, grad * (1 - share_a)
+
+
+class Maximum(_Extremum):
+    pick = "max"
+
+
+class Minimum(_Extremum):
+    pick = "min"
+
+
+class Where(Function):
+    def forward(ctx, condition, a, b):
+        ctx.condition = condition
+        return ctx.xp.where(condition.data, a.data, b.data)
+
+    def backward(ctx, grad):
+        c = ctx.condition
+        return (None,
+                where(c, grad, 0.0) if ctx.needs_input_grad[1] else None,
+                where(c, 0.0, grad) if ctx.needs_input_grad[2] else None)
+
+
+def where(condition, a, b) -> Tensor:
+    """Elements of `a` where `condition` is true, else of `b` (either may be a Python number)."""
+    if not isinstance(condition, Tensor):
+        raise TypeError("where: the condition must be a bool tensor")
+    if condition.dtype != np.bool_:
+        raise TypeError(f"where: the condition must be a bool tensor, got {condition.dtype}; "
+                        "compare it first, e.g. mask != 0")
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = Tensor(a, device=condition.device)     # both Python numbers: 1.0 -> float32, 1 -> int64
+    if not isinstance(a, Tensor):
+        a = b._as_tensor(a)
+    b = a._as_tensor(b)
+    dtype = dtypes.promote(a.dtype, a.ndim, b.dtype, b.ndim)
+    a, b = a.to(dtype=dtype), b.to(dtype=dtype)
+    check_broadcast("where", condition.shape, a.shape, b.shape)
+    return Where.apply(condition, a, b)
+
+
+# ----------------------------------------------------------------------------- no gradient
+def compare(a: Tensor, other, name: str) -> Tensor:
+    """==, !=, <, <=, >, >= as bool tensors (comparisons have no gradient)."""
+    b = a._as_tensor(other)
+    if a.device != b.device:
+        raise RuntimeError(f"{name}: expected both tensors on the same device, got {a.device} and {b.device}")
+    check_broadcast(name, a.shape, b.shape)
+    return Tensor._wrap(getattr(devices.array_module(a.device), name)(a.data, b.data), a.device)
+
+
+def logical(a: Tensor, other, name: str) -> Tensor:
+    xp = devices.array_module(a.device)
+    if other is None:
+        return Tensor._wrap(getattr(xp, name)(a.data), a.device)
+    b = a._as_tensor(other)
+    check_broadcast(name, a.shape, b.shape)
+    return Tensor._wrap(getattr(xp, name)(a.data, b.data), a.device)
+
+
+def predicate(a: Tensor, name: str) -> Tensor:
+    """isfinite, isnan, any, all."""
+    return Tensor._wrap(getattr(devices.array_module(a.device), name)(a.data), a.device)

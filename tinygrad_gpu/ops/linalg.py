@@ -1,0 +1,56 @@
+"""Matrix multiplication with PyTorch's rules: 1-D operands and broadcast batch dimensions."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..tensor import Function, Tensor
+
+
+class MatMul(Function):
+    """a @ b for a, b with at least 2 dimensions; leading (batch) dimensions broadcast."""
+
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a.data @ b.data
+
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        grad_a = grad @ b.transpose(-1, -2) if ctx.needs_input_grad[0] else None
+        grad_b = None
+        if ctx.needs_input_grad[1]:
+            if b.ndim == 2 and a.ndim > 2:
+                # A shared weight (x @ W with x batched): fold the batch into the rows, one GEMM,
+                # instead of a batch of products that would then be summed.
+                grad_b = a.reshape(-1, a.shape[-1]).transpose(0, 1) @ grad.reshape(-1, grad.shape[-1])
+            else:
+                grad_b = a.transpose(-1, -2) @ grad
+        return grad_a, grad_b
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {a.shape} and {b.shape}; "
+                         "use * to multiply by a scalar")
+    inner_a = a.shape[-1]
+    inner_b = b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if inner_a != inner_b:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not fit: the last dimension of the first "
+                         f"({inner_a}) must equal the {'second-to-last' if b.ndim > 1 else 'only'} dimension "
+                         f"of the second ({inner_b})")
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: the batch dimensions of shapes {a.shape} and {b.shape} cannot be broadcast "
+                         "together") from None
+    dtype = dtypes.promote(a.dtype, a.ndim, b.dtype, b.ndim)
+    a, b = a.to(dtype=dtype), b.to(dtype=dtype)
+    # A vector becomes a matrix for the product, and its added dimension is removed after.
+    a2 = a.unsqueeze(0) if a.ndim == 1 else a
+    b2 = b.unsqueeze(-1) if b.ndim == 1 else b
+    out = MatMul.apply(a2, b2)
+    if b.ndim == 1:
+        out = out.squeeze(-1)
+    if a.ndim == 1:
+        out = out.squeeze(-2) if b.ndim > 1 else out.squeeze(-1)
+    return out

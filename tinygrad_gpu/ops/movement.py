@@ -1,0 +1,320 @@
+"""Movement ops: they rearrange, select or combine elements without arithmetic.
+
+reshape, permute, expand, indexing, cat, triangle masks and moving between devices.  Their
+backward passes move the gradient back to where each element came from; many are written
+as the opposite movement (the backward of a permute is the inverse permute, of an expand a
+sum, of indexing an "add at index").
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import device as devices
+from .. import dtypes
+from ..tensor import Function, Tensor
+
+
+def _shape_arg(shape) -> tuple:
+    """Accept x.reshape(2, 3) as well as x.reshape((2, 3))."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(int(n) for n in shape)
+
+
+def _dim(op: str, dim: int, ndim: int) -> int:
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"{op}: dim {dim} is out of range for a tensor with {ndim} dimension(s)")
+    return dim % ndim
+
+
+# ----------------------------------------------------------------------------- reshape
+class Reshape(Function):
+    def forward(ctx, x, shape):
+        ctx.input_shape = x.shape
+        return x.data.reshape(shape)
+
+    def backward(ctx, grad):
+        return grad.reshape(ctx.input_shape)
+
+
+def reshape(x: Tensor, shape) -> Tensor:
+    shape = _shape_arg(shape)
+    known = math.prod(n for n in shape if n != -1)
+    if shape.count(-1) > 1 or any(n < -1 for n in shape):
+        raise ValueError(f"reshape: invalid target shape {shape} (at most one -1, no other negative sizes)")
+    if shape.count(-1) == 1:
+        if known == 0 or x.numel() % known:
+            raise ValueError(f"reshape: cannot reshape a tensor of shape {x.shape} ({x.numel()} elements) "
+                             f"into {shape}")
+        shape = tuple(x.numel() // known if n == -1 else n for n in shape)
+    elif known != x.numel():
+        raise ValueError(f"reshape: cannot reshape a tensor of shape {x.shape} ({x.numel()} elements) "
+                         f"into {shape} ({known} elements)")
+    if shape == x.shape:
+        return x
+    return Reshape.apply(x, shape=shape)
+
+
+def flatten(x: Tensor, start_dim=0, end_dim=-1) -> Tensor:
+    if x.ndim == 0:
+        return x.reshape(1)
+    start, end = _dim("flatten", start_dim, x.ndim), _dim("flatten", end_dim, x.ndim)
+    if start > end:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    return x.reshape(x.shape[:start] + (math.prod(x.shape[start:end + 1]),) + x.shape[end + 1:])
+
+
+def squeeze(x: Tensor, dim=None) -> Tensor:
+    if dim is None:
+        dims = [i for i, n in enumerate(x.shape) if n == 1]
+    else:
+        dims = [_dim("squeeze", d, max(x.ndim, 1)) for d in ((dim,) if isinstance(dim, int) else dim)]
+    return x.reshape(tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1)))
+
+
+def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    d = _dim("unsqueeze", dim, x.ndim + 1)
+    return x.reshape(x.shape[:d] + (1,) + x.shape[d:])
+
+
+# ----------------------------------------------------------------------------- permute
+class Permute(Function):
+    def forward(ctx, x, dims):
+        ctx.dims = dims
+        return x.data.transpose(dims)
+
+    def backward(ctx, grad):
+        return grad.permute(*np.argsort(ctx.dims).tolist())
+
+
+def permute(x: Tensor, dims) -> Tensor:
+    dims = _shape_arg(dims)
+    if sorted(d % max(x.ndim, 1) for d in dims) != list(range(x.ndim)):
+        raise ValueError(f"permute: {dims} is not a permutation of the {x.ndim} dimensions of shape {x.shape}")
+    dims = tuple(d % x.ndim for d in dims)
+    if dims == tuple(range(x.ndim)):
+        return x
+    return Permute.apply(x, dims=dims)
+
+
+def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    if x.ndim < 2 and dim0 in (0, -1) and dim1 in (0, -1):
+        return x
+    order = list(range(x.ndim))
+    a, b = _dim("transpose", dim0, x.ndim), _dim("transpose", dim1, x.ndim)
+    order[a], order[b] = order[b], order[a]
+    return x.permute(*order)
+
+
+def movedim(x: Tensor, source: int, destination: int) -> Tensor:
+    order = list(range(x.ndim))
+    order.insert(_dim("movedim", destination, x.ndim), order.pop(_dim("movedim", source, x.ndim)))
+    return x.permute(*order)
+
+
+# ----------------------------------------------------------------------------- expand
+class Expand(Function):
+    def forward(ctx, x, shape):
+        ctx.input_shape = x.shape
+        return ctx.xp.broadcast_to(x.data, shape)   # a read-only view: no memory is copied
+
+    def backward(ctx, grad):
+        from ..autograd import sum_to_shape
+        return sum_to_shape(grad, ctx.input_shape)
+
+
+def expand(x: Tensor, shape) -> Tensor:
+    shape = _shape_arg(shape)
+    extra = len(shape) - x.ndim
+    if extra < 0:
+        raise ValueError(f"expand: target shape {shape} has fewer dimensions than the tensor's {x.shape}")
+    target = tuple(x.shape[i - extra] if n == -1 and i >= extra else n for i, n in enumerate(shape))
+    for i, n in enumerate(x.shape):
+        if n != 1 and n != target[i + extra]:
+            raise ValueError(f"expand: cannot expand shape {x.shape} to {shape}: only dimensions of size 1 "
+                             "can grow")
+    if target == x.shape:
+        return x
+    return Expand.apply(x, shape=target)
+
+
+# ----------------------------------------------------------------------------- indexing
+def _normalize_index(x: Tensor, index):
+    """Turn an index into arrays on x's device; boolean masks become integer positions.
+
+    Returns (index, basic): `basic` means only ints, slices, None and Ellipsis, which
+    select each element at most once, so the backward can assign instead of accumulate.
+    """
+    if not isinstance(index, tuple):
+        index = (index,)
+    xp = devices.array_module(x.device)
+    parts, basic = [], True
+    for part in index:
+        if isinstance(part, Tensor):
+            part = part.data
+        if isinstance(part, (list, np.ndarray)) or hasattr(part, "__cuda_array_interface__"):
+            part = devices.move(np.asarray(part) if isinstance(part, list) else part, x.device)
+            if part.dtype == np.bool_:
+                parts.extend(xp.nonzero(part))  # a mask selects the positions where it is true
+                basic = False
+                continue
+            if part.dtype.kind not in "iu":
+                raise IndexError(f"getitem: index arrays must be integers or booleans, got {part.dtype}")
+            basic = False
+        elif not (isinstance(part, (int, np.integer, slice)) or part is None or part is Ellipsis):
+            raise IndexError(f"getitem: unsupported index of type {type(part).__name__}")
+        parts.append(part)
+    return tuple(parts), basic
+
+
+class GetItem(Function):
+    def forward(ctx, x, index, basic):
+        ctx.input_shape, ctx.index, ctx.basic = x.shape, index, basic
+        try:
+            return x.data[index]
+        except IndexError as e:
+            raise IndexError(f"getitem: {e} (tensor shape {x.shape})") from None
+
+    def backward(ctx, grad):
+        return AddAtIndex.apply(grad, shape=ctx.input_shape, index=ctx.index, basic=ctx.basic)
+
+
+class AddAtIndex(Function):
+    """zeros(shape) with `values` added at `index`: the backward of indexing.
+
+    Repeated integer indices (x[[0, 0]]) must add up, hence add.at, which accumulates,
+    where a plain assignment would keep only the last write.
+    """
+
+    def forward(ctx, values, shape, index, basic):
+        ctx.index, ctx.basic = index, basic
+        out = ctx.xp.zeros(shape, dtype=values.dtype)
+        if basic:
+            out[index] = values.data
+        else:
+            ctx.xp.add.at(out, index, values.data)
+        return out
+
+    def backward(ctx, grad):
+        return GetItem.apply(grad, index=ctx.index, basic=ctx.basic)
+
+
+def getitem(x: Tensor, index) -> Tensor:
+    index, basic = _normalize_index(x, index)
+    return GetItem.apply(x, index=index, basic=basic)
+
+
+class PickAlongDim(Function):
+    """out = x[..., index, ...] along `dim`, one index per position (index has size 1 along dim)."""
+
+    def forward(ctx, x, index, dim):
+        ctx.save_for_backward(x)
+        ctx.index, ctx.dim = index, dim
+        return ctx.xp.take_along_axis(x.data, index, axis=dim)
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        xp = ctx.xp
+        positions = xp.arange(x.shape[ctx.dim]).reshape([-1 if i == ctx.dim else 1 for i in range(x.ndim)])
+        one_hot = Tensor._wrap((positions == ctx.index).astype(x.dtype), x.device)
+        return grad * one_hot           # the gradient goes back to the picked element only
+
+
+def pick_along_dim(x: Tensor, index: Tensor, dim: int) -> Tensor:
+    return PickAlongDim.apply(x, index=index.data, dim=dim)
+
+
+# ----------------------------------------------------------------------------- combine, split
+class Cat(Function):
+    def forward(ctx, *tensors, dim):
+        ctx.dim, ctx.sizes = dim, [t.shape[dim] for t in tensors]
+        return ctx.xp.concatenate([t.data for t in tensors], axis=dim)
+
+    def backward(ctx, grad):
+        grads, start = [], 0
+        for size, needed in zip(ctx.sizes, ctx.needs_input_grad):
+            selector = (slice(None),) * ctx.dim + (slice(start, start + size),)
+            grads.append(grad[selector] if needed else None)
+            start += size
+        return tuple(grads)
+
+
+def cat(tensors, dim=0) -> Tensor:
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: expected a non-empty list of tensors")
+    first = tensors[0]
+    if first.ndim == 0:
+        raise ValueError("cat: zero-dimensional tensors cannot be concatenated; use stack")
+    d = _dim("cat", dim, first.ndim)
+    for i, t in enumerate(tensors[1:], 1):
+        if t.ndim != first.ndim or any(a != b for j, (a, b) in enumerate(zip(t.shape, first.shape)) if j != d):
+            raise ValueError(f"cat: tensor {i} has shape {t.shape} but tensor 0 has shape {first.shape}; "
+                             f"all sizes must match except along dim {dim}")
+    dtype = first.dtype
+    for t in tensors[1:]:
+        dtype = dtypes.promote(dtype, 1, t.dtype, 1)
+    return Cat.apply(*[t.to(dtype=dtype) for t in tensors], dim=d)
+
+
+def stack(tensors, dim=0) -> Tensor:
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: expected a non-empty list of tensors")
+    for i, t in enumerate(tensors[1:], 1):
+        if t.shape != tensors[0].shape:
+            raise ValueError(f"stack: tensor {i} has shape {t.shape} but tensor 0 has shape {tensors[0].shape}; "
+                             "all must be equal")
+    d = _dim("stack", dim, tensors[0].ndim + 1)
+    return cat([t.unsqueeze(d) for t in tensors], dim=d)
+
+
+def split(x: Tensor, split_size_or_sections, dim=0) -> tuple:
+    d = _dim("split", dim, x.ndim)
+    n = x.shape[d]
+    if isinstance(split_size_or_sections, int):
+        if split_size_or_sections <= 0:
+            raise ValueError(f"split: split size must be positive, got {split_size_or_sections}")
+        sizes = [min(split_size_or_sections, n - s) for s in range(0, n, split_size_or_sections)] or [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n:
+            raise ValueError(f"split: sections {sizes} add up to {sum(sizes)}, but dim {dim} has size {n}")
+    pieces, start = [], 0
+    for size in sizes:
+        pieces.append(x[(slice(None),) * d + (slice(start, start + size),)])
+        start += size
+    return tuple(pieces)
+
+
+def chunk(x: Tensor, chunks: int, dim=0) -> tuple:
+    if chunks <= 0:
+        raise ValueError(f"chunk: number of chunks must be positive, got {chunks}")
+    n = x.shape[_dim("chunk", dim, x.ndim)]
+    return split(x, max(math.ceil(n / chunks), 1), dim)
+
+
+class Triangle(Function):
+    """tril / triu: keep the lower (upper) triangle of the last two dimensions."""
+
+    def forward(ctx, x, diagonal, upper):
+        if x.ndim < 2:
+            raise ValueError(f"{'triu' if upper else 'tril'}: needs at least 2 dimensions, got shape {x.shape}")
+        ctx.diagonal, ctx.upper = diagonal, upper
+        return (ctx.xp.triu if upper else ctx.xp.tril)(x.data, diagonal)
+
+    def backward(ctx, grad):
+        return Triangle.apply(grad, diagonal=ctx.diagonal, upper=ctx.upper)
+
+
+class ToDevice(Function):
+    """x.to(device): the gradient travels back to the input's device."""
+
+    def forward(ctx, x, device):
+        ctx.out_device = device
+        return devices.move(x.data, device)
+
+    def backward(ctx, grad):
+        return grad.to(ctx.device)

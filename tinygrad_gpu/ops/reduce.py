@@ -1,0 +1,176 @@
+"""Reductions (sum, mean, var, max, min, argmax, logsumexp) and softmax / log_softmax.
+
+A reduction's backward spreads the output gradient back over the reduced dimensions:
+reshape it to the "keepdim" shape, then broadcast to the input's shape.
+"""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from .. import device as devices
+from ..tensor import Function, Tensor
+from . import movement
+
+# What x.max(dim) returns, as in PyTorch: a pair with .values and .indices.
+ValuesIndices = collections.namedtuple("ValuesIndices", ["values", "indices"])
+
+
+def normalize_dims(op: str, dim, ndim: int) -> tuple:
+    """dim=None -> every dimension; ints may be negative; a tuple may name several."""
+    if dim is None:
+        return tuple(range(ndim))
+    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    result = []
+    for d in dims:
+        if not -max(ndim, 1) <= d < max(ndim, 1):
+            raise IndexError(f"{op}: dim {d} is out of range for a tensor with {ndim} dimension(s)")
+        result.append(int(d) % max(ndim, 1) if ndim else 0)
+    if len(set(result)) != len(result):
+        raise ValueError(f"{op}: dim {dim} names a dimension twice")
+    return tuple(sorted(result)) if ndim else ()
+
+
+def keepdim_shape(shape: tuple, dims: tuple) -> tuple:
+    return tuple(1 if i in dims else n for i, n in enumerate(shape))
+
+
+def _spread(grad: Tensor, input_shape: tuple, dims: tuple) -> Tensor:
+    """The gradient of a reduction, broadcast back over the reduced dims."""
+    return grad.reshape(keepdim_shape(input_shape, dims)).expand(input_shape)
+
+
+# ----------------------------------------------------------------------------- sum and mean
+class Sum(Function):
+    def forward(ctx, x, dims, keepdim):
+        ctx.input_shape, ctx.dims = x.shape, dims
+        return ctx.xp.sum(x.data, axis=dims, keepdims=keepdim)
+
+    def backward(ctx, grad):
+        return _spread(grad, ctx.input_shape, ctx.dims)
+
+
+def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
+    if dtype is not None:
+        x = x.to(dtype=dtype)
+    elif x.dtype.kind in "bi" and x.dtype.itemsize < 8:
+        x = x.long()                     # PyTorch sums bool and small ints as int64
+    return Sum.apply(x, dims=normalize_dims("sum", dim, x.ndim), keepdim=keepdim)
+
+
+def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
+    if not x.is_floating_point():
+        raise TypeError(f"mean: needs a floating-point tensor, got {x.dtype}; convert it with .float()")
+    dims = normalize_dims("mean", dim, x.ndim)
+    count = int(np.prod([x.shape[d] for d in dims]))
+    return x.sum(dims, keepdim) / count if count else x.sum(dims, keepdim) * float("nan")
+
+
+def correction_of(unbiased, correction) -> int:
+    """var/std take PyTorch's `correction` (default 1, Bessel's) or the older `unbiased` flag."""
+    if correction is not None:
+        return correction
+    return 0 if unbiased is False else 1
+
+
+def var(x: Tensor, dim=None, keepdim=False, correction=1) -> Tensor:
+    dims = normalize_dims("var", dim, x.ndim)
+    count = int(np.prod([x.shape[d] for d in dims]))
+    centered = x - x.mean(dims, keepdim=True)
+    with np.errstate(divide="ignore", invalid="ignore"):   # too few elements gives inf/nan, as in PyTorch
+        return (centered * centered).sum(dims, keepdim) / max(count - correction, 0)
+
+
+# ----------------------------------------------------------------------------- max and min
+class Amax(Function):
+    """max (or min) over dims; ties share the gradient evenly (PyTorch's rule for amax and max())."""
+
+    def forward(ctx, x, dims, keepdim, kind):
+        if x.numel() == 0:
+            raise RuntimeError(f"{kind}: cannot reduce an empty tensor of shape {x.shape}")
+        ctx.save_for_backward(x)
+        ctx.dims = dims
+        out = (ctx.xp.max if kind == "max" else ctx.xp.min)(x.data, axis=dims, keepdims=True)
+        ctx.hits = x.data == out
+        return out if keepdim else out.reshape([n for i, n in enumerate(out.shape) if i not in dims])
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        hits = ctx.hits.astype(x.dtype)
+        share = Tensor._wrap(hits / hits.sum(axis=ctx.dims, keepdims=True), x.device)
+        return grad.reshape(keepdim_shape(x.shape, ctx.dims)) * share
+
+
+def amax(x: Tensor, dim, keepdim, kind) -> Tensor:
+    return Amax.apply(x, dims=normalize_dims(kind, dim, x.ndim), keepdim=keepdim, kind=kind)
+
+
+def arg_extreme(x: Tensor, dim, keepdim, kind) -> Tensor:
+    """argmax / argmin (the first index on ties); no gradient."""
+    if x.numel() == 0:
+        raise RuntimeError(f"{kind}: cannot reduce an empty tensor of shape {x.shape}")
+    xp = devices.array_module(x.device)
+    if dim is None:
+        index = getattr(xp, kind)(x.data)
+        out = index.reshape((1,) * x.ndim) if keepdim else index.reshape(())
+    else:
+        (d,) = normalize_dims(kind, dim, x.ndim)
+        out = getattr(xp, kind)(x.data, axis=d, keepdims=keepdim) if x.ndim else xp.zeros((), dtype=np.int64)
+    return Tensor._wrap(out.astype(np.int64, copy=False), x.device)
+
+
+def extreme(x: Tensor, dim, keepdim, kind):
+    """x.max() -> a tensor; x.max(dim) -> (values, indices), the gradient going to the index."""
+    if dim is None:
+        return amax(x, None, False, kind)
+    indices = arg_extreme(x, dim, True, "argmax" if kind == "max" else "argmin")
+    (d,) = normalize_dims(kind, dim, x.ndim)
+    values = movement.pick_along_dim(x, indices, d) if x.ndim else x
+    if not keepdim and x.ndim:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return ValuesIndices(values, indices)
+
+
+def logsumexp(x: Tensor, dim, keepdim=False) -> Tensor:
+    """log(sum(exp(x))) without overflow: shift by the (constant) max first."""
+    x = x._floating()
+    dims = normalize_dims("logsumexp", dim, x.ndim)
+    shift = x.detach().amax(dims, keepdim=True)
+    shift = shift.masked_fill(~shift.isfinite(), 0.0)      # all -inf (or inf) rows: no shift
+    out = (x - shift).exp().sum(dims, keepdim=True).log() + shift
+    return out if keepdim else out.squeeze(dims) if dims else out
+
+
+# ----------------------------------------------------------------------------- softmax
+def _softmax_array(xp, data, dim):
+    shifted = data - data.max(axis=dim, keepdims=True)   # exp of values <= 0: no overflow
+    e = xp.exp(shifted)
+    return e / e.sum(axis=dim, keepdims=True)
+
+
+class Softmax(Function):
+    saves_output = True
+
+    def forward(ctx, x, dim):
+        (ctx.dim,) = normalize_dims("softmax", dim, x.ndim) or (0,)
+        return _softmax_array(ctx.xp, x.data, ctx.dim) if x.ndim else ctx.xp.ones_like(x.data)
+
+    def backward(ctx, grad):
+        y = ctx.output                     # dx = y * (g - sum(g * y))
+        return y * (grad - (grad * y).sum(ctx.dim, keepdim=True))
+
+
+class LogSoftmax(Function):
+    saves_output = True
+
+    def forward(ctx, x, dim):
+        (ctx.dim,) = normalize_dims("log_softmax", dim, x.ndim) or (0,)
+        if not x.ndim:
+            return ctx.xp.zeros_like(x.data)
+        shifted = x.data - x.data.max(axis=ctx.dim, keepdims=True)
+        return shifted - ctx.xp.log(ctx.xp.exp(shifted).sum(axis=ctx.dim, keepdims=True))
+
+    def backward(ctx, grad):
+        y = ctx.output                     # dx = g - softmax * sum(g)
+        return grad - y.exp() * grad.sum(ctx.dim, keepdim=True)

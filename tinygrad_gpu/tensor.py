@@ -1,0 +1,482 @@
+"""Tensor and Function: the two halves of the computation graph.
+
+A ``Tensor`` holds an array (NumPy on ``cpu``/``emu``, CuPy on ``cuda``) and, when it was
+computed from tensors that require grad, a link ``_ctx`` to the ``Function`` node that made
+it.  A ``Function`` node remembers where each of its inputs came from (``next_nodes``) and
+whatever its backward needs (``save_for_backward``).  ``autograd.backward`` walks these
+nodes from the loss back to the leaves.
+
+Every differentiable op is a ``Function`` subclass in ``tinygrad_gpu/ops/`` with its
+forward (on arrays) and its backward (on Tensors, so that the backward pass can itself be
+recorded for second derivatives) side by side.  The methods of ``Tensor`` below are a table
+of contents: each is one line that hands over to an op.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import device as devices
+from . import dtypes
+
+
+# ----------------------------------------------------------------------------- grad mode
+class _GradMode:
+    enabled = True
+
+
+def is_grad_enabled() -> bool:
+    return _GradMode.enabled
+
+
+class set_grad_enabled:
+    """Context manager (and decorator) that turns graph recording on or off."""
+
+    def __init__(self, mode: bool):
+        self.mode = bool(mode)
+        self.previous = []
+
+    def __enter__(self):
+        self.previous.append(_GradMode.enabled)
+        _GradMode.enabled = self.mode
+        return self
+
+    def __exit__(self, *exc):
+        _GradMode.enabled = self.previous.pop()
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(self.mode):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class no_grad(set_grad_enabled):
+    """``with tg.no_grad():`` runs ops without recording a graph (evaluation, updates)."""
+
+    def __init__(self):
+        super().__init__(False)
+
+
+class enable_grad(set_grad_enabled):
+    def __init__(self):
+        super().__init__(True)
+
+
+# ----------------------------------------------------------------------------- Function
+class Function:
+    """One recorded operation.  Subclasses define ``forward`` and ``backward``.
+
+    ``forward(ctx, *inputs, **options)`` receives Tensors, computes on their ``.data``
+    arrays and returns an array.  ``backward(ctx, grad)`` receives the gradient of the
+    output as a Tensor and returns one gradient Tensor (or None) per input, written with
+    Tensor ops.  Gradients may have the broadcast shape of the output: the engine sums
+    them back to each input's shape in one place (``autograd.sum_to_shape``).
+    """
+
+    saves_output = False          # set True when backward needs the forward's result
+    float_only = False            # set True when integer inputs must be computed as floats (division)
+    _ENGINE_FIELDS = ("next_nodes", "input_meta", "needs_input_grad", "recording", "freed", "device")
+
+    @classmethod
+    def apply(cls, *inputs: Tensor, **options) -> Tensor:
+        device = inputs[0].device
+        for t in inputs[1:]:
+            if t.device != device:
+                raise RuntimeError(f"{cls.op_name()}: expected all tensors on the same device, got {device} "
+                                   f"and {t.device}; move one with .to({device!r})")
+        ctx = cls()
+        ctx.device = device
+        ctx.recording = _GradMode.enabled and any(t.requires_grad for t in inputs)
+        out = ctx.forward(*inputs, **options)
+        out_device = getattr(ctx, "out_device", device)
+        if ctx.recording and out.dtype.kind != "f":
+            ctx.recording = False      # integer and bool results (x.long(), argmax) carry no gradient
+        if not ctx.recording:
+            return Tensor._wrap(out, out_device)
+        ctx.next_nodes = tuple(t._node() for t in inputs)
+        ctx.needs_input_grad = tuple(node is not None for node in ctx.next_nodes)
+        ctx.input_meta = tuple(t.shape for t in inputs)
+        ctx.freed = False
+        if cls.saves_output:
+            ctx.out_data = out
+        return Tensor._wrap(out, out_device, requires_grad=True, ctx=ctx)
+
+    @classmethod
+    def op_name(cls) -> str:
+        return cls.__name__.lower()
+
+    @property
+    def xp(self):
+        """The array module (numpy or cupy) for this node's device."""
+        return devices.array_module(self.device)
+
+    def save_for_backward(self, *tensors):
+        if self.recording:
+            self.saved_tensors = tensors
+
+    @property
+    def output(self) -> Tensor:
+        """The forward result as a Tensor linked to this node (for second derivatives)."""
+        return Tensor._wrap(self.out_data, getattr(self, "out_device", self.device), requires_grad=True, ctx=self)
+
+    def release(self):
+        """Drop everything saved for backward; the node keeps only its place in the graph."""
+        for name in list(vars(self)):
+            if name not in self._ENGINE_FIELDS:
+                delattr(self, name)
+        self.freed = True
+
+    def __repr__(self):
+        return f"<{type(self).__name__}Backward>"
+
+
+# ----------------------------------------------------------------------------- Tensor
+def _to_array(data, dtype, device):
+    """Turn Python data, a NumPy/CuPy array or a Tensor into an array on `device`."""
+    if isinstance(data, Tensor):
+        array = data.data
+        from_python = False
+    elif isinstance(data, np.ndarray) or isinstance(data, np.generic) or hasattr(data, "__cuda_array_interface__"):
+        array = data
+        from_python = False
+    else:
+        array = np.asarray(data)
+        from_python = True
+        if array.dtype == object:
+            raise TypeError(f"tensor(): cannot build a tensor from {type(data).__name__} "
+                            "(expected numbers, nested lists of numbers, or an array)")
+    target = np.dtype(dtype) if dtype is not None else dtypes.infer(array.dtype, from_python)
+    array = devices.move(array, device)
+    if array.dtype != target:
+        array = array.astype(target)
+    return array
+
+
+class Tensor:
+    """An n-dimensional array that remembers how it was computed."""
+
+    __slots__ = ("data", "device", "requires_grad", "grad", "_ctx", "__weakref__")
+    __array_priority__ = 1000     # so that ndarray * Tensor calls Tensor.__rmul__
+
+    def __init__(self, data, dtype=None, device=None, requires_grad=False):
+        if device is None and isinstance(data, Tensor):
+            device = data.device
+        self.device = devices.canonical(device)
+        self.data = _to_array(data, dtype, self.device)
+        self.grad = None
+        self._ctx = None
+        self.requires_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @classmethod
+    def _wrap(cls, array, device, requires_grad=False, ctx=None) -> Tensor:
+        """Fast internal constructor for an array already on `device` with the right dtype."""
+        t = cls.__new__(cls)
+        t.data, t.device, t.requires_grad, t.grad, t._ctx = array, device, requires_grad, None, ctx
+        return t
+
+    def _node(self):
+        """The graph node a gradient for this tensor flows into: its Function, or itself (a leaf)."""
+        if self._ctx is not None:
+            return self._ctx
+        return self if self.requires_grad else None
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    def dim(self) -> int:
+        return self.data.ndim
+
+    def numel(self) -> int:
+        return int(self.data.size)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def element_size(self) -> int:
+        return self.data.itemsize
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._ctx is None
+
+    @property
+    def grad_fn(self):
+        return self._ctx
+
+    @property
+    def T(self) -> Tensor:
+        return self.permute(*reversed(range(self.ndim)))
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self):
+        body = np.array2string(self.numpy(), separator=", ", precision=4, prefix="tensor(")
+        extras = []
+        if self.device != "cpu":
+            extras.append(f"device='{self.device}'")
+        if self.dtype not in (dtypes.float32, dtypes.int64, dtypes.bool_):
+            extras.append(f"dtype={self.dtype}")
+        if self._ctx is not None:
+            extras.append(f"grad_fn={self._ctx!r}")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return f"tensor({body}{''.join(', ' + e for e in extras)})"
+
+    # ------------------------------------------------------------------ conversion
+    def numpy(self) -> np.ndarray:
+        """The values as a NumPy array (a copy when the tensor lives on a GPU)."""
+        return devices.move(self.data, "cpu")
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError(f"item(): only a tensor with one element can be converted to a Python number, "
+                             f"this one has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"the truth value of a tensor with shape {self.shape} is ambiguous; "
+                               "use .any() or .all()")
+        return bool(self.item())
+
+    def __index__(self):
+        if self.numel() != 1 or dtypes.category(self.dtype) != 1:
+            raise TypeError("only integer tensors of a single element can be used as an index")
+        return int(self.item())
+
+    def to(self, target=None, dtype=None) -> Tensor:
+        """``x.to('cuda')``, ``x.to(tg.float64)`` or ``x.to('cpu', tg.float64)``; differentiable."""
+        device = None
+        if target is not None:
+            try:
+                dtype_from_target = np.dtype(target) if not isinstance(target, str) else None
+            except TypeError:
+                dtype_from_target = None
+            if dtype_from_target is not None:
+                dtype = dtype_from_target
+            else:
+                device = devices.canonical(target)
+        out = self
+        if device is not None and device != self.device:
+            out = _movement.ToDevice.apply(out, device=device)
+        if dtype is not None and np.dtype(dtype) != out.dtype:
+            out = _elementwise.Cast.apply(out, dtype=np.dtype(dtype))
+        return out
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def cuda(self, index: int = 0) -> Tensor:
+        return self.to(f"cuda:{index}")
+
+    def float(self) -> Tensor:
+        return self.to(dtype=dtypes.float32)
+
+    def double(self) -> Tensor:
+        return self.to(dtype=dtypes.float64)
+
+    def half(self) -> Tensor:
+        return self.to(dtype=dtypes.float16)
+
+    def long(self) -> Tensor:
+        return self.to(dtype=dtypes.int64)
+
+    def int(self) -> Tensor:
+        return self.to(dtype=dtypes.int32)
+
+    def bool(self) -> Tensor:
+        return self.to(dtype=dtypes.bool_)
+
+    def is_floating_point(self) -> bool:
+        return dtypes.is_floating(self.dtype)
+
+    # ------------------------------------------------------------------ autograd
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        if requires_grad and not dtypes.is_floating(self.dtype):
+            raise RuntimeError(f"only floating-point tensors can require gradients, this one is {self.dtype}; "
+                               "convert it first with .float()")
+        if not requires_grad and self._ctx is not None:
+            raise RuntimeError("requires_grad_(False) on a non-leaf tensor; use .detach() instead")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self) -> Tensor:
+        """The same values (shared memory), cut from the graph."""
+        return Tensor._wrap(self.data, self.device)
+
+    def clone(self) -> Tensor:
+        return _elementwise.Clone.apply(self)
+
+    def contiguous(self) -> Tensor:
+        return self
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see autograd.backward)."""
+        _autograd.backward([self], None if gradient is None else [gradient], retain_graph, create_graph)
+
+    # ------------------------------------------------------------------ helpers for ops
+    def _scalar_like(self, value) -> Tensor:
+        """A Python number as a 0-d tensor on this device, with PyTorch's scalar dtype rule."""
+        dtype = dtypes.scalar_dtype(value, self.dtype)
+        return Tensor._wrap(devices.array_module(self.device).asarray(value, dtype=dtype), self.device)
+
+    def _as_tensor(self, other) -> Tensor:
+        if isinstance(other, Tensor):
+            return other
+        if isinstance(other, (int, float, bool, np.number, np.bool_)):
+            return self._scalar_like(other)
+        return Tensor(other, device=self.device)
+
+    def _binary(self, op, other, reverse=False):
+        """Promote both operands to a common dtype, then apply `op` (a Function)."""
+        other = self._as_tensor(other)
+        a, b = (other, self) if reverse else (self, other)
+        dtype = dtypes.promote(a.dtype, a.ndim, b.dtype, b.ndim)
+        if op.float_only and not dtypes.is_floating(dtype):
+            dtype = dtypes.default_float
+        return op.apply(a.to(dtype=dtype), b.to(dtype=dtype))
+
+    # ------------------------------------------------------------------ arithmetic
+    def __add__(self, other): return self._binary(_elementwise.Add, other)
+    def __radd__(self, other): return self._binary(_elementwise.Add, other, reverse=True)
+    def __sub__(self, other): return self._binary(_elementwise.Sub, other)
+    def __rsub__(self, other): return self._binary(_elementwise.Sub, other, reverse=True)
+    def __mul__(self, other): return self._binary(_elementwise.Mul, other)
+    def __rmul__(self, other): return self._binary(_elementwise.Mul, other, reverse=True)
+    def __truediv__(self, other): return self._binary(_elementwise.Div, other)
+    def __rtruediv__(self, other): return self._binary(_elementwise.Div, other, reverse=True)
+    def __pow__(self, exponent): return _elementwise.pow(self, exponent)
+    def __rpow__(self, base): return _elementwise.pow(self._as_tensor(base), self)
+    def __matmul__(self, other): return _linalg.matmul(self, self._as_tensor(other))
+    def __rmatmul__(self, other): return _linalg.matmul(self._as_tensor(other), self)
+    def __neg__(self): return _elementwise.Neg.apply(self)
+    def __abs__(self): return self.abs()
+    def add(self, other): return self + other
+    def sub(self, other): return self - other
+    def mul(self, other): return self * other
+    def div(self, other): return self / other
+    def pow(self, exponent): return self ** exponent
+    def matmul(self, other): return self @ other
+    def neg(self): return -self
+
+    # comparisons give bool tensors and no gradient
+    def __eq__(self, other): return _elementwise.compare(self, other, "equal")
+    def __ne__(self, other): return _elementwise.compare(self, other, "not_equal")
+    def __lt__(self, other): return _elementwise.compare(self, other, "less")
+    def __le__(self, other): return _elementwise.compare(self, other, "less_equal")
+    def __gt__(self, other): return _elementwise.compare(self, other, "greater")
+    def __ge__(self, other): return _elementwise.compare(self, other, "greater_equal")
+    __hash__ = object.__hash__
+    eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
+
+    def logical_not(self): return _elementwise.logical(self, None, "logical_not")
+    def logical_and(self, other): return _elementwise.logical(self, other, "logical_and")
+    def logical_or(self, other): return _elementwise.logical(self, other, "logical_or")
+    def __invert__(self): return self.logical_not()
+    def __and__(self, other): return self.logical_and(other)
+    def __or__(self, other): return self.logical_or(other)
+    def isfinite(self): return _elementwise.predicate(self, "isfinite")
+    def isnan(self): return _elementwise.predicate(self, "isnan")
+    def any(self): return _elementwise.predicate(self, "any")
+    def all(self): return _elementwise.predicate(self, "all")
+
+    # ------------------------------------------------------------------ unary math
+    def exp(self): return _elementwise.Exp.apply(self._floating())
+    def log(self): return _elementwise.Log.apply(self._floating())
+    def sqrt(self): return _elementwise.Sqrt.apply(self._floating())
+    def rsqrt(self): return _elementwise.Rsqrt.apply(self._floating())
+    def tanh(self): return _elementwise.Tanh.apply(self._floating())
+    def sigmoid(self): return _elementwise.Sigmoid.apply(self._floating())
+    def sin(self): return _elementwise.Sin.apply(self._floating())
+    def cos(self): return _elementwise.Cos.apply(self._floating())
+    def erf(self): return _elementwise.Erf.apply(self._floating())
+    def relu(self): return _elementwise.Relu.apply(self)
+    def abs(self): return _elementwise.Abs.apply(self)
+    def sign(self): return _elementwise.sign(self)
+    def square(self): return self * self
+    def gelu(self, approximate="none"): return _elementwise.gelu(self, approximate)
+    def clamp(self, min=None, max=None): return _elementwise.clamp(self, min, max)
+    clip = clamp
+    def maximum(self, other): return self._binary(_elementwise.Maximum, other)
+    def minimum(self, other): return self._binary(_elementwise.Minimum, other)
+    def where(self, condition, other): return _elementwise.where(condition, self, other)
+    def masked_fill(self, mask, value): return _elementwise.where(mask, value, self)
+
+    def _floating(self) -> Tensor:
+        """Math functions of integer tensors compute in the default float type, as PyTorch does."""
+        return self if dtypes.is_floating(self.dtype) else self.to(dtype=dtypes.default_float)
+
+    # ------------------------------------------------------------------ reductions
+    def sum(self, dim=None, keepdim=False, dtype=None): return _reduce.sum(self, dim, keepdim, dtype)
+    def mean(self, dim=None, keepdim=False): return _reduce.mean(self, dim, keepdim)
+    def var(self, dim=None, unbiased=None, keepdim=False, correction=None):
+        return _reduce.var(self, dim, keepdim, _reduce.correction_of(unbiased, correction))
+    def std(self, dim=None, unbiased=None, keepdim=False, correction=None):
+        return _reduce.var(self, dim, keepdim, _reduce.correction_of(unbiased, correction)).sqrt()
+    def max(self, dim=None, keepdim=False):
+        return _reduce.extreme(self, dim, keepdim, "max") if not isinstance(dim, Tensor) else self.maximum(dim)
+    def min(self, dim=None, keepdim=False):
+        return _reduce.extreme(self, dim, keepdim, "min") if not isinstance(dim, Tensor) else self.minimum(dim)
+    def amax(self, dim=None, keepdim=False): return _reduce.amax(self, dim, keepdim, "max")
+    def amin(self, dim=None, keepdim=False): return _reduce.amax(self, dim, keepdim, "min")
+    def argmax(self, dim=None, keepdim=False): return _reduce.arg_extreme(self, dim, keepdim, "argmax")
+    def argmin(self, dim=None, keepdim=False): return _reduce.arg_extreme(self, dim, keepdim, "argmin")
+    def logsumexp(self, dim, keepdim=False): return _reduce.logsumexp(self, dim, keepdim)
+    def softmax(self, dim): return _reduce.Softmax.apply(self._floating(), dim=dim)
+    def log_softmax(self, dim): return _reduce.LogSoftmax.apply(self._floating(), dim=dim)
+
+    # ------------------------------------------------------------------ movement
+    def reshape(self, *shape): return _movement.reshape(self, shape)
+    view = reshape
+    def flatten(self, start_dim=0, end_dim=-1): return _movement.flatten(self, start_dim, end_dim)
+    def permute(self, *dims): return _movement.permute(self, dims)
+    def transpose(self, dim0, dim1): return _movement.transpose(self, dim0, dim1)
+    def movedim(self, source, destination): return _movement.movedim(self, source, destination)
+    def expand(self, *shape): return _movement.expand(self, shape)
+    def expand_as(self, other): return self.expand(other.shape)
+    def squeeze(self, dim=None): return _movement.squeeze(self, dim)
+    def unsqueeze(self, dim): return _movement.unsqueeze(self, dim)
+    def __getitem__(self, index): return _movement.getitem(self, index)
+    def split(self, split_size_or_sections, dim=0): return _movement.split(self, split_size_or_sections, dim)
+    def chunk(self, chunks, dim=0): return _movement.chunk(self, chunks, dim)
+    def tril(self, diagonal=0): return _movement.Triangle.apply(self, diagonal=diagonal, upper=False)
+    def triu(self, diagonal=0): return _movement.Triangle.apply(self, diagonal=diagonal, upper=True)
+
+
+# The op modules import Tensor and Function from here, so they come last.
+from .ops import elementwise as _elementwise  # noqa: E402
+from .ops import linalg as _linalg  # noqa: E402
+from .ops import movement as _movement  # noqa: E402
+from .ops import reduce as _reduce  # noqa: E402
+from . import autograd as _autograd  # noqa: E402
