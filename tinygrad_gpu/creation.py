@@ -23,9 +23,7 @@ def _make(array_fn, size, dtype, device, requires_grad, default=dtypes.default_f
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """A new tensor from a number, a (nested) list, a NumPy/CuPy array or another tensor (copied)."""
-    if isinstance(data, Tensor):
-        data = data.data.copy()
+    """A new tensor from a number, a (nested) list, a NumPy/CuPy array or another tensor (always a copy)."""
     return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 

@@ -136,24 +136,22 @@ class Function:
 
 # ----------------------------------------------------------------------------- Tensor
 def _to_array(data, dtype, device):
-    """Turn Python data, a NumPy/CuPy array or a Tensor into an array on `device`."""
+    """Copy Python data, a NumPy/CuPy array or a Tensor into a new array on `device`."""
     if isinstance(data, Tensor):
-        array = data.data
-        from_python = False
-    elif isinstance(data, np.ndarray) or isinstance(data, np.generic) or hasattr(data, "__cuda_array_interface__"):
-        array = data
-        from_python = False
+        array, from_python = data.data, False
+    elif isinstance(data, (np.ndarray, np.generic)) or hasattr(data, "__cuda_array_interface__"):
+        array, from_python = data, False
     else:
-        array = np.asarray(data)
+        try:
+            array = np.asarray(data)
+        except ValueError as e:      # ragged nested lists
+            raise TypeError(f"tensor(): the nested lists do not form a rectangular array ({e})") from None
         from_python = True
         if array.dtype == object:
             raise TypeError(f"tensor(): cannot build a tensor from {type(data).__name__} "
                             "(expected numbers, nested lists of numbers, or an array)")
     target = np.dtype(dtype) if dtype is not None else dtypes.infer(array.dtype, from_python)
-    array = devices.move(array, device)
-    if array.dtype != target:
-        array = array.astype(target)
-    return array
+    return devices.move(array, device).astype(target, copy=True)
 
 
 class Tensor:
