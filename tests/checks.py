@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tinygrad_gpu as tg
+from tinygrad_gpu.device import array_module
 
 
 def shapes(min_dims=0, max_dims=3, min_side=1, max_side=4):
@@ -66,8 +67,9 @@ def check_op(fn, reference, *arrays, atol=1e-7, rtol=1e-6, grad_atol=1e-5, grad_
     for t, a, b in zip(tensors, arrays, before):
         np.testing.assert_array_equal(t.numpy(), b, err_msg="an op mutated its input")
     grads = [t.grad.data for t in tensors if t.grad is not None]
+    xp = array_module(tensors[0].device)
     for i in range(len(grads)):
         for j in range(i + 1, len(grads)):
-            assert not np.shares_memory(grads[i], grads[j]), "two inputs' gradients share memory"
+            assert not xp.shares_memory(grads[i], grads[j]), "two inputs' gradients share memory"
     if second_order:
         tg.gradgradcheck(fn, tensors, atol=grad_atol, rtol=grad_rtol)

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, settings
 import tinygrad_gpu as tg
 
 _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("ci", max_examples=12, **_common)
-settings.register_profile("dev", max_examples=60, **_common)
-settings.register_profile("thorough", max_examples=400, **_common)
+settings.register_profile("ci", max_examples=50, **_common)
+settings.register_profile("dev", max_examples=200, **_common)
+settings.register_profile("thorough", max_examples=1000, **_common)
 settings.load_profile(os.environ.get("TG_HYPOTHESIS_PROFILE", "ci"))
 
 gpu = pytest.mark.gpu

@@ -174,6 +174,8 @@ class Tensor:
     @classmethod
     def _wrap(cls, array, device, requires_grad=False, ctx=None) -> Tensor:
         """Fast internal constructor for an array already on `device` with the right dtype."""
+        if isinstance(array, np.generic):      # NumPy turns 0-d results into scalars; keep arrays
+            array = np.asarray(array)
         t = cls.__new__(cls)
         t.data, t.device, t.requires_grad, t.grad, t._ctx = array, device, requires_grad, None, ctx
         return t
@@ -401,9 +403,10 @@ class Tensor:
     def logical_not(self): return _elementwise.logical(self, None, "logical_not")
     def logical_and(self, other): return _elementwise.logical(self, other, "logical_and")
     def logical_or(self, other): return _elementwise.logical(self, other, "logical_or")
-    def __invert__(self): return self.logical_not()
-    def __and__(self, other): return self.logical_and(other)
-    def __or__(self, other): return self.logical_or(other)
+    # & | ~ are bitwise, as in PyTorch: on bool tensors that is logical and/or/not
+    def __invert__(self): return _elementwise.logical(self, None, "invert")
+    def __and__(self, other): return _elementwise.logical(self, other, "bitwise_and")
+    def __or__(self, other): return _elementwise.logical(self, other, "bitwise_or")
     def isfinite(self): return _elementwise.predicate(self, "isfinite")
     def isnan(self): return _elementwise.predicate(self, "isnan")
     def any(self): return _elementwise.predicate(self, "any")
@@ -429,7 +432,7 @@ class Tensor:
     def maximum(self, other): return self._binary(_elementwise.Maximum, other)
     def minimum(self, other): return self._binary(_elementwise.Minimum, other)
     def where(self, condition, other): return _elementwise.where(condition, self, other)
-    def masked_fill(self, mask, value): return _elementwise.where(mask, value, self)
+    def masked_fill(self, mask, value): return _elementwise.where(mask, self._as_tensor(value).to(dtype=self.dtype), self)
 
     def _floating(self) -> Tensor:
         """Math functions of integer tensors compute in the default float type, as PyTorch does."""
@@ -441,7 +444,7 @@ class Tensor:
     def var(self, dim=None, unbiased=None, keepdim=False, correction=None):
         return _reduce.var(self, dim, keepdim, _reduce.correction_of(unbiased, correction))
     def std(self, dim=None, unbiased=None, keepdim=False, correction=None):
-        return _reduce.var(self, dim, keepdim, _reduce.correction_of(unbiased, correction)).sqrt()
+        return _reduce.std(self, dim, keepdim, _reduce.correction_of(unbiased, correction))
     def max(self, dim=None, keepdim=False):
         return _reduce.extreme(self, dim, keepdim, "max") if not isinstance(dim, Tensor) else self.maximum(dim)
     def min(self, dim=None, keepdim=False):

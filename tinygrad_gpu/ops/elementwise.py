@@ -110,12 +110,19 @@ class Pow(_Binary):
 
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        grad_a = grad * b * a ** (b - 1) if ctx.needs_input_grad[0] else None
-        grad_b = None
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[0]:
+            # d/da a**b = b * a**(b-1), and 0 where b == 0 (PyTorch), also at a == 0 where 0 * 0**-1
+            # would be nan: the base 1 there keeps inf out. Only at a == 0, so that elsewhere
+            # d/db (b * a**(b-1)) = a**(b-1) (1 + b log a) stays right for second derivatives at b == 0.
+            safe_a = where((a == 0) & (b == 0), 1.0, a)
+            grad_a = grad * b * safe_a ** (b - 1)
         if ctx.needs_input_grad[1]:
-            # d/db a**b = a**b * log(a); PyTorch defines it as 0 where a == 0 and b >= 0
-            safe_log = where(a == 0, 0.0, a).log()
-            grad_b = where((a == 0) & (b >= 0), 0.0, grad * a ** b * safe_log)
+            # d/db a**b = a**b * log(a); PyTorch defines it as 0 where a == 0 and b >= 0.
+            # log(1), not log(0), in the masked places, so no -inf reaches second derivatives.
+            zero_base = (a == 0) & (b >= 0)
+            safe_log = where(zero_base, 1.0, a).log()
+            grad_b = where(zero_base, 0.0, grad * a ** b * safe_log)
         return grad_a, grad_b
 
 
@@ -233,11 +240,16 @@ class Cos(Function):
         return -grad * x.sin()
 
 
-def _erf_array(array):
-    """erf on an array. NumPy has none: use SciPy when installed, else Python's math.erf per element."""
-    if not isinstance(array, np.ndarray):
+def _erf_array(array, xp):
+    """erf on an array. NumPy has none: use SciPy when installed, else Python's math.erf per element.
+
+    Dispatch on the array module, not on isinstance(array, np.ndarray): arithmetic on 0-d NumPy
+    arrays returns NumPy scalars (np.float64), which are not ndarrays but are not CuPy either.
+    """
+    if xp is not np:
         import cupyx.scipy.special
         return cupyx.scipy.special.erf(array)
+    array = np.asarray(array)
     try:
         from scipy.special import erf
     except ImportError:
@@ -248,7 +260,7 @@ def _erf_array(array):
 class Erf(Function):
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return _erf_array(x.data)
+        return _erf_array(x.data, ctx.xp)
 
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
@@ -275,9 +287,19 @@ class Abs(Function):
         return grad * sign(x)                 # abs'(0) = 0, as in PyTorch
 
 
+class Sign(Function):
+    """-1, 0 or 1. Recorded like any op (as in PyTorch, x.sign() of a tensor that requires grad
+    requires grad too, so a loss built from it can call backward), with a zero gradient."""
+
+    def forward(ctx, x):
+        return ctx.xp.sign(x.data)
+
+    def backward(ctx, grad):
+        return Tensor._wrap(ctx.xp.zeros_like(grad.data), grad.device)
+
+
 def sign(x: Tensor) -> Tensor:
-    """-1, 0 or 1; its derivative is zero wherever it exists, so no graph is recorded."""
-    return Tensor._wrap(devices.array_module(x.device).sign(x.data), x.device)
+    return Sign.apply(x)
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -305,7 +327,7 @@ class GeluExact(Function):
 
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return 0.5 * x.data * (1 + _erf_array(x.data / math.sqrt(2)))
+        return 0.5 * x.data * (1 + _erf_array(x.data / math.sqrt(2), ctx.xp))
 
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
@@ -339,13 +361,52 @@ class Clamp(Function):
         return where(inside, grad, 0.0)       # the gradient passes at the bounds, as in PyTorch
 
 
+class ClampTensor(Function):
+    """clamp with tensor bounds; `bounds` holds the ones given (low first), flagged by has_low/has_high."""
+
+    def forward(ctx, x, *bounds, has_low, has_high):
+        ctx.save_for_backward(x, *bounds)
+        ctx.has_low, ctx.has_high = has_low, has_high
+        low = bounds[0].data if has_low else None
+        high = bounds[-1].data if has_high else None
+        return ctx.xp.clip(x.data, low, high)
+
+    def backward(ctx, grad):
+        x, *bounds = ctx.saved_tensors
+        low = bounds[0] if ctx.has_low else None
+        high = bounds[-1] if ctx.has_high else None
+        # PyTorch's rules: x gets the gradient where low <= x <= high (bounds included, as for numbers);
+        # low where x < low (unless low > high); high where x > high, and wherever high < low (the
+        # result is high there). No gradient is ever split.
+        if low is None:
+            to_x, to_high = x <= high, x > high
+        elif high is None:
+            to_x, to_low = x >= low, x < low
+        else:
+            to_x, to_low, to_high = (x >= low) & (x <= high), (x < low) & (low < high), (x > high) | (high < low)
+        grads = [where(to_x, grad, 0.0)]
+        if low is not None:
+            grads.append(where(to_low, grad, 0.0))
+        if high is not None:
+            grads.append(where(to_high, grad, 0.0))
+        return tuple(g if needed else None for g, needed in zip(grads, ctx.needs_input_grad))
+
+
 def clamp(x: Tensor, low=None, high=None) -> Tensor:
     if low is None and high is None:
         raise ValueError("clamp: give at least one of min and max")
-    if isinstance(low, Tensor) or isinstance(high, Tensor):
-        out = x if low is None else x.maximum(low)
-        return out if high is None else out.minimum(high)
-    return Clamp.apply(x, low=low, high=high)
+    if not x.is_floating_point() and any(isinstance(v, float) for v in (low, high)):
+        x = x._floating()          # int tensor, float bound: float32 as in PyTorch (NumPy would give float64)
+    if not isinstance(low, Tensor) and not isinstance(high, Tensor):
+        return Clamp.apply(x, low=low, high=high)
+    # tensor bounds (a number beside a tensor becomes a 0-d tensor): promote like a binary op
+    bounds = [x._as_tensor(v) for v in (low, high) if v is not None]
+    dtype = x.dtype
+    for bound in bounds:
+        dtype = dtypes.promote(dtype, x.ndim, bound.dtype, bound.ndim)
+    check_broadcast("clamp", x.shape, *(bound.shape for bound in bounds))
+    return ClampTensor.apply(x.to(dtype=dtype), *(bound.to(dtype=dtype) for bound in bounds),
+                             has_low=low is not None, has_high=high is not None)
 
 
 class _Extremum(_Binary):

@@ -91,7 +91,9 @@ class Permute(Function):
 
 def permute(x: Tensor, dims) -> Tensor:
     dims = _shape_arg(dims)
-    if sorted(d % max(x.ndim, 1) for d in dims) != list(range(x.ndim)):
+    # Range first: on a 2-d tensor (0, 3) would otherwise wrap around to (0, 1).
+    in_range = all(-x.ndim <= d < x.ndim for d in dims)
+    if not in_range or sorted(d % x.ndim for d in dims) != list(range(x.ndim)):
         raise ValueError(f"permute: {dims} is not a permutation of the {x.ndim} dimensions of shape {x.shape}")
     dims = tuple(d % x.ndim for d in dims)
     if dims == tuple(range(x.ndim)):
@@ -130,6 +132,8 @@ def expand(x: Tensor, shape) -> Tensor:
     extra = len(shape) - x.ndim
     if extra < 0:
         raise ValueError(f"expand: target shape {shape} has fewer dimensions than the tensor's {x.shape}")
+    if any(n == -1 for n in shape[:extra]):
+        raise ValueError(f"expand: -1 in {shape} is not allowed for a new leading dimension (it has no size to keep)")
     target = tuple(x.shape[i - extra] if n == -1 and i >= extra else n for i, n in enumerate(shape))
     for i, n in enumerate(x.shape):
         if n != 1 and n != target[i + extra]:
@@ -155,7 +159,9 @@ def _normalize_index(x: Tensor, index):
         if isinstance(part, Tensor):
             part = part.data
         if isinstance(part, (list, np.ndarray)) or hasattr(part, "__cuda_array_interface__"):
-            part = devices.move(np.asarray(part) if isinstance(part, list) else part, x.device)
+            if isinstance(part, list):        # an empty list selects nothing (NumPy alone would make it float)
+                part = np.asarray(part, dtype=np.int64) if len(part) == 0 else np.asarray(part)
+            part = devices.move(part, x.device)
             if part.dtype == np.bool_:
                 parts.extend(xp.nonzero(part))  # a mask selects the positions where it is true
                 basic = False

@@ -18,10 +18,13 @@ ValuesIndices = collections.namedtuple("ValuesIndices", ["values", "indices"])
 
 
 def normalize_dims(op: str, dim, ndim: int) -> tuple:
-    """dim=None -> every dimension; ints may be negative; a tuple may name several."""
-    if dim is None:
+    """dim=None -> every dimension; ints may be negative; a tuple may name several.
+
+    An empty tuple or list also means every dimension: PyTorch's rule (x.sum(dim=()) is x.sum()).
+    """
+    dims = (dim,) if isinstance(dim, (int, np.integer)) else None if dim is None else tuple(dim)
+    if not dims:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
     result = []
     for d in dims:
         if not -max(ndim, 1) <= d < max(ndim, 1):
@@ -82,6 +85,24 @@ def var(x: Tensor, dim=None, keepdim=False, correction=1) -> Tensor:
         return (centered * centered).sum(dims, keepdim) / max(count - correction, 0)
 
 
+class SqrtOfVariance(Function):
+    """sqrt for std: where the variance is 0 (constant values) the gradient is 0, as in PyTorch,
+    instead of 0 * inf = nan from the plain square root's 1 / (2 sqrt(v))."""
+
+    saves_output = True
+
+    def forward(ctx, variance):
+        return ctx.xp.sqrt(variance.data)
+
+    def backward(ctx, grad):
+        std = ctx.output
+        return grad.masked_fill(std == 0, 0.0) / (2 * std.masked_fill(std == 0, 1.0))
+
+
+def std(x: Tensor, dim=None, keepdim=False, correction=1) -> Tensor:
+    return SqrtOfVariance.apply(var(x, dim, keepdim, correction))
+
+
 # ----------------------------------------------------------------------------- max and min
 class Amax(Function):
     """max (or min) over dims; ties share the gradient evenly (PyTorch's rule for amax and max())."""
@@ -114,20 +135,32 @@ def arg_extreme(x: Tensor, dim, keepdim, kind) -> Tensor:
     if dim is None:
         index = getattr(xp, kind)(x.data)
         out = index.reshape((1,) * x.ndim) if keepdim else index.reshape(())
+    elif x.ndim == 0:                      # a 0-d tensor accepts dim 0 or -1; its one element is index 0
+        normalize_dims(kind, _one_dim(kind, dim), 0)
+        out = xp.zeros((), dtype=np.int64)
     else:
-        (d,) = normalize_dims(kind, dim, x.ndim)
-        out = getattr(xp, kind)(x.data, axis=d, keepdims=keepdim) if x.ndim else xp.zeros((), dtype=np.int64)
+        (d,) = normalize_dims(kind, _one_dim(kind, dim), x.ndim)
+        out = getattr(xp, kind)(x.data, axis=d, keepdims=keepdim)
     return Tensor._wrap(out.astype(np.int64, copy=False), x.device)
+
+
+def _one_dim(op: str, dim):
+    """argmax and max(dim) take a single dimension, as in PyTorch."""
+    if not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"{op}: dim must be a single int, got {dim!r}")
+    return dim
 
 
 def extreme(x: Tensor, dim, keepdim, kind):
     """x.max() -> a tensor; x.max(dim) -> (values, indices), the gradient going to the index."""
     if dim is None:
         return amax(x, None, False, kind)
-    indices = arg_extreme(x, dim, True, "argmax" if kind == "max" else "argmin")
+    indices = arg_extreme(x, _one_dim(kind, dim), True, "argmax" if kind == "max" else "argmin")
+    if x.ndim == 0:                        # nothing to pick from: the value is the element itself
+        return ValuesIndices(x, indices)
     (d,) = normalize_dims(kind, dim, x.ndim)
-    values = movement.pick_along_dim(x, indices, d) if x.ndim else x
-    if not keepdim and x.ndim:
+    values = movement.pick_along_dim(x, indices, d)
+    if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)
     return ValuesIndices(values, indices)
 
