@@ -6,19 +6,14 @@ import numpy as np
 from . import device as devices
 from . import dtypes
 from . import random
+from .ops.movement import shape_arg
 from .tensor import Tensor
-
-
-def _shape(size) -> tuple:
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = size[0]
-    return tuple(int(n) for n in size)
 
 
 def _make(array_fn, size, dtype, device, requires_grad, default=dtypes.default_float) -> Tensor:
     device = devices.canonical(device)
     with devices.use(device):
-        array = array_fn(devices.array_module(device), _shape(size), np.dtype(dtype or default))
+        array = array_fn(devices.array_module(device), shape_arg(size), np.dtype(dtype or default))
     return Tensor._wrap(array, device).requires_grad_(requires_grad)
 
 

@@ -115,15 +115,6 @@ def use(device: str):
     return _cupy.cuda.Device(int(device[5:])) if is_cuda(device) else _Nothing()
 
 
-def device_of_array(array) -> str:
-    """The device an array lives on."""
-    if isinstance(array, np.ndarray) or np.isscalar(array):
-        return "cpu"
-    if _cupy is not None and isinstance(array, _cupy.ndarray):
-        return f"cuda:{array.device.id}"
-    raise TypeError(f"expected a NumPy or CuPy array, got {type(array).__name__}")
-
-
 def move(array, device: str):
     """Copy `array` onto `device` (no copy when it already lives there)."""
     if is_cuda(device):

@@ -16,8 +16,8 @@ from .. import dtypes
 from ..tensor import Function, Tensor
 
 
-def _shape_arg(shape) -> tuple:
-    """Accept x.reshape(2, 3) as well as x.reshape((2, 3))."""
+def shape_arg(shape) -> tuple:
+    """Accept f(2, 3) as well as f((2, 3)) for a shape (reshape, permute, zeros, ...)."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
     return tuple(int(n) for n in shape)
@@ -40,7 +40,7 @@ class Reshape(Function):
 
 
 def reshape(x: Tensor, shape) -> Tensor:
-    shape = _shape_arg(shape)
+    shape = shape_arg(shape)
     known = math.prod(n for n in shape if n != -1)
     if shape.count(-1) > 1 or any(n < -1 for n in shape):
         raise ValueError(f"reshape: invalid target shape {shape} (at most one -1, no other negative sizes)")
@@ -90,7 +90,7 @@ class Permute(Function):
 
 
 def permute(x: Tensor, dims) -> Tensor:
-    dims = _shape_arg(dims)
+    dims = shape_arg(dims)
     # Range first: on a 2-d tensor (0, 3) would otherwise wrap around to (0, 1).
     in_range = all(-x.ndim <= d < x.ndim for d in dims)
     if not in_range or sorted(d % x.ndim for d in dims) != list(range(x.ndim)):
@@ -128,7 +128,7 @@ class Expand(Function):
 
 
 def expand(x: Tensor, shape) -> Tensor:
-    shape = _shape_arg(shape)
+    shape = shape_arg(shape)
     extra = len(shape) - x.ndim
     if extra < 0:
         raise ValueError(f"expand: target shape {shape} has fewer dimensions than the tensor's {x.shape}")
