@@ -10,7 +10,8 @@ Names and semantics follow PyTorch.  Reading order for the source: device.py, dt
 tensor.py (Tensor and Function), autograd.py (the backward pass), ops/ (each op's forward
 and backward side by side), nn/functional.py, gradcheck.py.
 """
-from . import dtypes, nn
+from . import dtypes, nn, optim
+from .checkpoint import load, save
 from .autograd import grad
 from .creation import (arange, empty, empty_like, eye, full, full_like, ones, ones_like, rand, rand_like, randint,
                        randn, randn_like, randperm, tensor, zeros, zeros_like)

@@ -1,4 +1,10 @@
-"""Neural-network building blocks. ``functional`` holds the stateless layer functions and losses."""
-from . import functional
+"""Neural-network building blocks with PyTorch's names: Module and layers; ``functional`` holds
+the stateless layer functions and losses."""
+from . import functional, init
+from .gpt import GPT, GPTConfig
+from .layers import GELU, Dropout, Embedding, LayerNorm, Linear
+from .lstm import LSTM
+from .module import Module, ModuleDict, ModuleList, Parameter, Sequential
 
-__all__ = ["functional"]
+__all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear",
+           "Embedding", "LayerNorm", "Dropout", "GELU", "LSTM", "GPT", "GPTConfig"]

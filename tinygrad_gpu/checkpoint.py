@@ -1,0 +1,121 @@
+"""tg.save / tg.load: checkpoints as safetensors files, never pickle.
+
+A checkpoint is any nest of dicts and lists whose leaves are tensors or plain values, e.g.
+``{"model": model.state_dict(), "optimizer": opt.state_dict(), "step": 1200, "config": {...}}``.
+Tensors go into the safetensors body, each under its path in the nest (``model/lm_head.weight``);
+everything else goes, as JSON, into the file's metadata header, with each tensor replaced by a
+reference to its key.  Loading a safetensors file runs no code, unlike unpickling.
+
+Writes are atomic: the bytes go to a temporary file in the same folder, are flushed to disk
+(fsync), and only then renamed over the target. A crash or an exception mid-save leaves the
+previous checkpoint untouched.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+import numpy as np
+
+from . import device as devices
+from .tensor import Tensor
+
+_METADATA_KEY = "tinygrad_gpu"
+_TENSOR_REF = "__tensor__"
+
+
+def _split(value, path: str, tensors: dict):
+    """The JSON-able structure of `value`, moving each tensor (or array) into `tensors`."""
+    if isinstance(value, (Tensor, np.ndarray)) or hasattr(value, "__cuda_array_interface__"):
+        array = value.numpy() if isinstance(value, Tensor) else devices.move(value, "cpu")
+        tensors[path] = np.ascontiguousarray(array)
+        return {_TENSOR_REF: path}
+    if isinstance(value, dict):
+        if any(not isinstance(k, (str, int)) for k in value):
+            raise TypeError(f"save: dict keys must be str or int (at '{path or '/'}')")
+        return {"__dict__": [[k, _split(v, f"{path}/{k}" if path else str(k), tensors)] for k, v in value.items()]}
+    if isinstance(value, (list, tuple)):
+        return {"__tuple__" if isinstance(value, tuple) else "__list__":
+                [_split(v, f"{path}/{i}", tensors) for i, v in enumerate(value)]}
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"save: cannot store a {type(value).__name__} at '{path}' (tensors, arrays, numbers, "
+                    "strings, None, and dicts/lists/tuples of them only)")
+
+
+def _join(structure, tensors: dict, device: str):
+    """Rebuild what `_split` took apart."""
+    if isinstance(structure, dict):
+        if _TENSOR_REF in structure:
+            return Tensor(tensors[structure[_TENSOR_REF]], device=device)
+        if "__dict__" in structure:
+            return {k: _join(v, tensors, device) for k, v in structure["__dict__"]}
+        if "__tuple__" in structure:
+            return tuple(_join(v, tensors, device) for v in structure["__tuple__"])
+        if "__list__" in structure:
+            return [_join(v, tensors, device) for v in structure["__list__"]]
+    return structure
+
+
+def save(state, path) -> None:
+    """Write `state` to `path` as a safetensors file, atomically."""
+    from safetensors.numpy import save as to_bytes
+    tensors = {}
+    structure = _split(state, "", tensors)
+    payload = to_bytes(tensors, metadata={_METADATA_KEY: json.dumps(structure)})
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+    try:                                   # make the rename itself durable
+        folder_handle = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(folder_handle)
+        finally:
+            os.close(folder_handle)
+    except OSError:
+        pass
+
+
+def _read(path):
+    """(tensors as NumPy arrays, metadata dict) of a safetensors file, with clear errors."""
+    from safetensors import SafetensorError, safe_open
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"load: no checkpoint at {path}")
+    try:
+        with safe_open(path, framework="numpy") as f:
+            return {name: f.get_tensor(name) for name in f.keys()}, (f.metadata() or {})
+    except (SafetensorError, OSError, ValueError) as e:
+        raise ValueError(f"load: {path} is not a readable safetensors file (truncated, or another format): {e}") \
+            from None
+
+
+def read_safetensors(path) -> dict:
+    """The tensors of any safetensors file (a Hugging Face checkpoint, say) as NumPy arrays."""
+    return _read(path)[0]
+
+
+def load(path, device: str = "cpu"):
+    """Read a checkpoint written by `save`; its tensors are placed on `device`.
+
+    A plain safetensors file (not written by `save`) loads as a dict of name -> tensor.
+    """
+    tensors, metadata = _read(path)
+    device = devices.canonical(device)
+    if _METADATA_KEY not in metadata:
+        return {name: Tensor(array, device=device) for name, array in tensors.items()}
+    return _join(json.loads(metadata[_METADATA_KEY]), tensors, device)

@@ -1,0 +1,57 @@
+"""Adam (L2 weight decay folded into the gradient) and AdamW (decoupled weight decay).
+
+Per parameter, with gradient g at step t (counting from 1):
+
+    m = beta1 m + (1 - beta1) g               running mean of gradients
+    v = beta2 v + (1 - beta2) g^2             running mean of squared gradients
+    p = p - lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
+
+The divisions by (1 - beta^t) correct the bias of m and v, which start at zero.
+Adam adds weight_decay * p to g first; AdamW instead shrinks p by (1 - lr * weight_decay)
+before the update, so the decay does not pass through the adaptive scaling.
+"""
+from __future__ import annotations
+
+from .optimizer import Optimizer
+
+
+def adamw_update(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step):
+    """One AdamW step on arrays, all updated in place."""
+    param *= 1 - lr * weight_decay
+    exp_avg *= beta1
+    exp_avg += (1 - beta1) * grad
+    exp_avg_sq *= beta2
+    exp_avg_sq += (1 - beta2) * grad * grad
+    bias1, bias2 = 1 - beta1 ** step, 1 - beta2 ** step
+    param -= (lr / bias1) * exp_avg / ((exp_avg_sq / bias2) ** 0.5 + eps)
+
+
+class Adam(Optimizer):
+    decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        if lr < 0 or eps < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
+            raise ValueError(f"{type(self).__name__}: need lr, eps, weight_decay >= 0 and 0 <= betas < 1; got "
+                             f"lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
+
+    def update(self, param, grad, state, group):
+        if "step" not in state:
+            state["step"] = 0
+            state["exp_avg"] = param.data * 0
+            state["exp_avg_sq"] = param.data * 0
+        state["step"] += 1
+        weight_decay = group["weight_decay"]
+        if weight_decay and not self.decoupled:
+            grad = grad + weight_decay * param.data     # Adam: L2 decay rides along with the gradient
+            weight_decay = 0.0
+        beta1, beta2 = group["betas"]
+        adamw_update(param.data, grad, state["exp_avg"], state["exp_avg_sq"], lr=group["lr"], beta1=beta1,
+                     beta2=beta2, eps=group["eps"], weight_decay=weight_decay, step=state["step"])
+
+
+class AdamW(Adam):
+    decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)

@@ -1,0 +1,31 @@
+"""Gradient clipping by global norm."""
+from __future__ import annotations
+
+import math
+
+from .. import device as devices
+from ..tensor import Tensor
+
+
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
+    """Scale all gradients together so that their joint norm is at most max_norm; return the norm
+    before clipping. One scale for all keeps the update's direction. A nan or inf norm scales by
+    nan or 0 as PyTorch does (or raises with error_if_nonfinite)."""
+    grads = [p.grad for p in ([parameters] if isinstance(parameters, Tensor) else parameters) if p.grad is not None]
+    if not grads:
+        return Tensor(0.0)
+    device = grads[0].device
+    xp = devices.array_module(device)
+    if norm_type == math.inf:
+        total = max(xp.abs(g.data).max() for g in grads).astype("float64")
+    else:
+        total = sum((xp.abs(g.data.astype("float64")) ** norm_type).sum() for g in grads) ** (1.0 / norm_type)
+    total_norm = float(total)
+    if error_if_nonfinite and not math.isfinite(total_norm):
+        raise RuntimeError(f"clip_grad_norm_: the total norm of the gradients is {total_norm}; "
+                           "pass error_if_nonfinite=False to clip anyway")
+    scale = min(max_norm / (total_norm + 1e-6), 1.0) if not math.isnan(total_norm) else math.nan
+    if scale < 1.0 or math.isnan(scale):
+        for g in grads:
+            g.data *= scale
+    return Tensor(total_norm, device=device)
