@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import uuid
 
 import numpy as np
 
@@ -29,8 +29,15 @@ def _split(value, path: str, tensors: dict):
     """The JSON-able structure of `value`, moving each tensor (or array) into `tensors`."""
     if isinstance(value, (Tensor, np.ndarray)) or hasattr(value, "__cuda_array_interface__"):
         array = value.numpy() if isinstance(value, Tensor) else devices.move(value, "cpu")
-        tensors[path] = np.ascontiguousarray(array)
-        return {_TENSOR_REF: path}
+        if array.dtype.kind in "OUS":
+            raise TypeError(f"save: cannot store an array of {array.dtype} ({array.dtype.kind!r}: object or "
+                            f"string) at '{path}'; only numeric and bool arrays")
+        key = path
+        while key in tensors:          # {"a/b": x, "a": {"b": y}}: two tensors, one path; keep both
+            key += "~"
+        # reshape: np.ascontiguousarray makes 0-d arrays 1-d, and a 0-d tensor must load as 0-d
+        tensors[key] = np.ascontiguousarray(array).reshape(array.shape)
+        return {_TENSOR_REF: key}
     if isinstance(value, dict):
         if any(not isinstance(k, (str, int)) for k in value):
             raise TypeError(f"save: dict keys must be str or int (at '{path or '/'}')")
@@ -69,7 +76,10 @@ def save(state, path) -> None:
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    # os.open with mode 0o666 rather than tempfile.mkstemp: the umask then applies as for any file the
+    # user writes, where mkstemp's private 0600 would be renamed into place as the checkpoint's mode.
+    temporary = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp"
+    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(handle, "wb") as f:
             f.write(payload)
@@ -118,4 +128,7 @@ def load(path, device: str = "cpu"):
     device = devices.canonical(device)
     if _METADATA_KEY not in metadata:
         return {name: Tensor(array, device=device) for name, array in tensors.items()}
-    return _join(json.loads(metadata[_METADATA_KEY]), tensors, device)
+    try:
+        return _join(json.loads(metadata[_METADATA_KEY]), tensors, device)
+    except (ValueError, KeyError, TypeError) as e:    # bad JSON, or a reference to a tensor that is not there
+        raise ValueError(f"load: {os.fspath(path)} has damaged {_METADATA_KEY} metadata: {e!r}") from None

@@ -3,8 +3,8 @@ the stateless layer functions and losses."""
 from . import functional, init
 from .gpt import GPT, GPTConfig
 from .layers import GELU, Dropout, Embedding, LayerNorm, Linear
-from .lstm import LSTM
+from .lstm import LSTM, LSTMLanguageModel
 from .module import Module, ModuleDict, ModuleList, Parameter, Sequential
 
 __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear",
-           "Embedding", "LayerNorm", "Dropout", "GELU", "LSTM", "GPT", "GPTConfig"]
+           "Embedding", "LayerNorm", "Dropout", "GELU", "LSTM", "LSTMLanguageModel", "GPT", "GPTConfig"]

@@ -17,11 +17,9 @@ import math
 import os
 
 from .. import creation
-from .. import device as devices
-from .. import random
-from ..tensor import Tensor, no_grad
+from ..tensor import Tensor
 from . import functional as F
-from . import init
+from . import init, sampling
 from .layers import Dropout, Embedding, GELU, LayerNorm, Linear
 from .module import Module, ModuleDict, ModuleList
 
@@ -156,32 +154,9 @@ class GPT(Module):
                   {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
         return AdamW(groups, lr=learning_rate, betas=betas, eps=eps)
 
-    @no_grad()
     def generate(self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int = None) -> Tensor:
-        """Extend each row of `idx` by sampling one token at a time from the model's next-token
-        distribution (softened by `temperature`; only the `top_k` likeliest when given; temperature 0
-        picks the likeliest)."""
-        was_training = self.training
-        self.eval()
-        xp = devices.array_module(idx.device)
-        for _ in range(max_new_tokens):
-            context = idx if idx.shape[1] <= self.config.block_size else idx[:, -self.config.block_size:]
-            logits, _ = self(context)
-            logits = logits.data[:, -1, :].astype("float64")
-            if temperature == 0:
-                next_ids = logits.argmax(axis=-1)
-            else:
-                logits = logits / temperature
-                if top_k is not None and top_k < logits.shape[-1]:
-                    kth_largest = xp.partition(logits, -top_k, axis=-1)[:, -top_k:-top_k + 1]
-                    logits = xp.where(logits < kth_largest, -xp.inf, logits)
-                probs = xp.exp(logits - logits.max(axis=-1, keepdims=True))
-                cdf = xp.cumsum(probs / probs.sum(axis=-1, keepdims=True), axis=-1)
-                u = random.generator(idx.device).random((logits.shape[0], 1))
-                next_ids = xp.minimum((cdf < u).sum(axis=-1), logits.shape[-1] - 1)   # inverse-CDF sampling
-            idx = Tensor._wrap(xp.concatenate([idx.data, next_ids[:, None].astype(idx.dtype)], axis=1), idx.device)
-        self.train(was_training)
-        return idx
+        """Extend each row of `idx` by `max_new_tokens` sampled tokens (see nn.sampling.generate)."""
+        return sampling.generate(self, idx, max_new_tokens, temperature, top_k, self.config.block_size)
 
     # ------------------------------------------------------------------ Hugging Face GPT-2
     CONV1D_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")

@@ -15,7 +15,8 @@ from __future__ import annotations
 from .. import creation
 from ..ops.movement import stack
 from . import functional as F
-from . import init
+from . import init, sampling
+from .layers import Embedding, Linear
 from .module import Module, Parameter
 
 
@@ -79,3 +80,26 @@ class LSTM(Module):
 
     def extra_repr(self):
         return f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, batch_first={self.batch_first}"
+
+
+class LSTMLanguageModel(Module):
+    """A character-level language model: Embedding -> LSTM -> Linear over the vocabulary.
+    Same interface as GPT: forward(idx, targets) -> (logits, loss), and generate()."""
+
+    def __init__(self, vocab_size: int, n_embd: int, n_layer: int = 1, dropout: float = 0.0,
+                 block_size: int = 256):
+        super().__init__()
+        self.block_size = block_size
+        self.embedding = Embedding(vocab_size, n_embd)
+        self.lstm = LSTM(n_embd, n_embd, num_layers=n_layer, batch_first=True, dropout=dropout)
+        self.head = Linear(n_embd, vocab_size)
+
+    def forward(self, idx, targets=None):
+        hidden, _ = self.lstm(self.embedding(idx))
+        logits = self.head(hidden)
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-1)
+
+    def generate(self, idx, max_new_tokens: int, temperature: float = 1.0, top_k: int = None):
+        return sampling.generate(self, idx, max_new_tokens, temperature, top_k, self.block_size)

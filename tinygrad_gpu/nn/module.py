@@ -48,6 +48,8 @@ class Module:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
         kind = self._parameters if isinstance(value, Parameter) else self._modules if isinstance(value, Module) \
             else None
+        if kind is None and name in self._buffers and (value is None or isinstance(value, Tensor)):
+            kind = self._buffers          # as in PyTorch, a tensor assigned to a buffer's name updates the buffer
         for registry in (self._parameters, self._buffers, self._modules):
             if registry is not kind:
                 registry.pop(name, None)
@@ -75,8 +77,8 @@ class Module:
     def register_buffer(self, name: str, tensor: Tensor, persistent: bool = True) -> None:
         """A tensor that is state but not a parameter (saved in state_dict when persistent)."""
         self._buffers[name] = tensor
-        if not persistent:
-            self.__dict__.setdefault("_non_persistent", set()).add(name)
+        non_persistent = self.__dict__.setdefault("_non_persistent", set())
+        (non_persistent.discard if persistent else non_persistent.add)(name)
 
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
@@ -126,16 +128,18 @@ class Module:
         return sum(p.numel() for p in self.parameters())
 
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> "collections.OrderedDict[str, Tensor]":
-        """Every parameter and persistent buffer by name, tied ones under each of their names."""
+    def state_dict(self, *, prefix: str = "") -> "collections.OrderedDict[str, Tensor]":
+        """Every parameter and persistent buffer by name, tied ones under each of their names.
+
+        PyTorch's order: a module's own parameters, then its own buffers, then each child's entries.
+        """
         state = collections.OrderedDict()
-        for name, p in self.named_parameters(remove_duplicate=False):
-            state[name] = p.detach()
-        for module_name, module in self.named_modules():
-            skip = module.__dict__.get("_non_persistent", set())
-            for name, b in module._buffers.items():
-                if b is not None and name not in skip:
-                    state[f"{module_name}.{name}" if module_name else name] = b.detach()
+        skip = self.__dict__.get("_non_persistent", set())
+        for name, t in list(self._parameters.items()) + list(self._buffers.items()):
+            if t is not None and name not in skip:
+                state[prefix + name] = t.detach()
+        for name, child in self._modules.items():
+            state.update(child.state_dict(prefix=f"{prefix}{name}."))
         return state
 
     def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
@@ -217,7 +221,8 @@ class Sequential(Module):
             setattr(self, str(i), m)
 
     def __getitem__(self, i):
-        return list(self._modules.values())[i]
+        modules = list(self._modules.values())
+        return Sequential(*modules[i]) if isinstance(i, slice) else modules[i]
 
     def __len__(self):
         return len(self._modules)
@@ -244,7 +249,8 @@ class ModuleList(Module):
         return self
 
     def __getitem__(self, i):
-        return list(self._modules.values())[i]
+        modules = list(self._modules.values())
+        return ModuleList(modules[i]) if isinstance(i, slice) else modules[i]
 
     def __len__(self):
         return len(self._modules)

@@ -12,6 +12,7 @@ before the update, so the decay does not pass through the adaptive scaling.
 """
 from __future__ import annotations
 
+from .. import device as devices
 from .optimizer import Optimizer
 
 
@@ -38,8 +39,11 @@ class Adam(Optimizer):
     def update(self, param, grad, state, group):
         if "step" not in state:
             state["step"] = 0
-            state["exp_avg"] = param.data * 0
-            state["exp_avg_sq"] = param.data * 0
+            # zeros_like, not param * 0: that is nan where param is inf, and for a 0-d parameter a
+            # NumPy scalar that the in-place updates of adamw_update could not change
+            xp = devices.array_module(param.device)
+            state["exp_avg"] = xp.zeros_like(param.data)
+            state["exp_avg_sq"] = xp.zeros_like(param.data)
         state["step"] += 1
         weight_decay = group["weight_decay"]
         if weight_decay and not self.decoupled:

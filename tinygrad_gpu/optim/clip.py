@@ -17,7 +17,8 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     device = grads[0].device
     xp = devices.array_module(device)
     if norm_type == math.inf:
-        total = max(xp.abs(g.data).max() for g in grads).astype("float64")
+        # xp.max over the per-tensor maxima, not Python's max(): that drops a nan unless it comes first
+        total = xp.max(xp.stack([xp.abs(g.data).max().astype("float64") for g in grads]))
     else:
         total = sum((xp.abs(g.data.astype("float64")) ** norm_type).sum() for g in grads) ** (1.0 / norm_type)
     total_norm = float(total)
@@ -28,4 +29,4 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     if scale < 1.0 or math.isnan(scale):
         for g in grads:
             g.data *= scale
-    return Tensor(total_norm, device=device)
+    return Tensor(total_norm, dtype=grads[0].dtype, device=device)     # in the gradients' dtype, as PyTorch

@@ -30,8 +30,15 @@ class Optimizer:
         params = group["params"]
         group["params"] = [params] if isinstance(params, Tensor) else list(params)
         for p in group["params"]:
-            if not isinstance(p, Tensor) or not p.requires_grad or p.grad_fn is not None:
-                raise ValueError(f"{type(self).__name__}: can only optimise leaf tensors that require grad")
+            # As in PyTorch, a leaf that does not require grad is allowed (a frozen layer passed along
+            # with model.parameters()): it never gets a gradient, so step() skips it.
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{type(self).__name__}: can only optimise Tensors, got a {type(p).__name__}")
+            if p.grad_fn is not None:
+                raise ValueError(f"{type(self).__name__}: can only optimise leaf tensors, not results of ops")
+        if len({id(p) for p in group["params"]}) != len(group["params"]):
+            # PyTorch warns; it would update that parameter twice per step
+            raise ValueError(f"{type(self).__name__}: a parameter appears more than once in a group")
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in group["params"]):
             raise ValueError(f"{type(self).__name__}: a parameter appears in more than one group")

@@ -1,6 +1,7 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and L2 weight decay (torch.optim.SGD)."""
 from __future__ import annotations
 
+from .. import device as devices
 from .optimizer import Optimizer
 
 
@@ -27,7 +28,9 @@ class SGD(Optimizer):
         momentum = group["momentum"]
         if momentum:
             if "momentum_buffer" not in state:
-                state["momentum_buffer"] = grad.copy()
+                # xp.array, not grad.copy(): for a 0-d parameter NumPy arithmetic gives a scalar,
+                # and the in-place updates below would then silently not reach the stored buffer
+                state["momentum_buffer"] = devices.array_module(param.device).array(grad, dtype=param.dtype)
             else:
                 buf = state["momentum_buffer"]
                 buf *= momentum

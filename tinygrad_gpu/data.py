@@ -1,0 +1,151 @@
+"""Text for character-level language models: corpora, a character tokenizer, and batches.
+
+A model learns from (input, target) pairs cut from one long sequence of token ids: the
+input is `block_size` consecutive ids and the target is the same window shifted by one,
+so every position learns to predict the character that follows it.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.request
+
+import numpy as np
+
+from . import device as devices
+from .tensor import Tensor
+
+SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+
+
+class DataError(ValueError):
+    """Text that cannot be used for training (missing, empty, too short, undecodable)."""
+
+
+# ----------------------------------------------------------------------------- tokenizer
+class CharTokenizer:
+    """One id per distinct character, in sorted order. The vocabulary is saved with checkpoints."""
+
+    def __init__(self, chars: str):
+        self.chars = "".join(chars)
+        if len(set(self.chars)) != len(self.chars):
+            raise ValueError("CharTokenizer: the vocabulary has repeated characters")
+        self.index = {c: i for i, c in enumerate(self.chars)}
+
+    @classmethod
+    def from_text(cls, text: str) -> "CharTokenizer":
+        return cls("".join(sorted(set(text))))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def unknown(self, text: str) -> list:
+        """The characters of `text` that are not in the vocabulary, sorted."""
+        return sorted(set(text) - set(self.chars))
+
+    def encode(self, text: str) -> np.ndarray:
+        try:
+            return np.fromiter((self.index[c] for c in text), dtype=np.int64, count=len(text))
+        except KeyError:
+            missing = self.unknown(text)
+            raise DataError(f"CharTokenizer: {len(missing)} character(s) not in the vocabulary: "
+                            f"{''.join(missing)!r} (repr: {missing!r})") from None
+
+    def decode(self, ids) -> str:
+        return "".join(self.chars[int(i)] for i in np.asarray(ids).reshape(-1))
+
+
+# ----------------------------------------------------------------------------- corpora
+def builtin_corpus() -> str:
+    """English text every CPython installation carries: the help topics behind help('if') etc.
+    (the language reference, about 465,000 characters). Needs no download."""
+    try:
+        from pydoc_data.topics import topics
+        return "\n\n".join(topics[name] for name in sorted(topics))
+    except ImportError:     # a trimmed Python without pydoc_data: the standard library's own source
+        folder = os.path.dirname(os.__file__)
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
+        parts, size = [], 0
+        for name in names:
+            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+                parts.append(f.read())
+            size += len(parts[-1])
+            if size > 500_000:
+                break
+        return "\n".join(parts)
+
+
+def _cache_dir() -> str:
+    return os.environ.get("TINYGRAD_GPU_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "tinygrad_gpu"))
+
+
+def shakespeare() -> str:
+    """tiny-shakespeare (1,115,394 characters), downloaded once into the cache and checked by SHA-256."""
+    path = os.path.join(_cache_dir(), "data", "tinyshakespeare.txt")
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            with urllib.request.urlopen(SHAKESPEARE_URL, timeout=30) as response:
+                payload = response.read()
+        except OSError as e:
+            raise DataError(f"could not download tiny-shakespeare from {SHAKESPEARE_URL} ({e}). Offline? Download "
+                            f"it elsewhere and pass --data PATH, or put it at {path}") from None
+        digest = hashlib.sha256(payload).hexdigest()
+        if digest != SHAKESPEARE_SHA256:
+            raise DataError(f"the downloaded tiny-shakespeare has SHA-256 {digest}, expected {SHAKESPEARE_SHA256}")
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "wb") as f:
+            f.write(payload)
+        os.replace(temporary, path)
+    return read_text(path)
+
+
+def read_text(path: str) -> str:
+    if not os.path.exists(path):
+        raise DataError(f"no text file at {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path} is not UTF-8 text ({e})") from None
+
+
+def load_corpus(name_or_path: str = "builtin") -> str:
+    """'builtin' (no download), 'shakespeare' (downloaded once), or the path of a UTF-8 text file."""
+    if name_or_path in (None, "", "builtin"):
+        return builtin_corpus()
+    if name_or_path == "shakespeare":
+        return shakespeare()
+    return read_text(name_or_path)
+
+
+# ----------------------------------------------------------------------------- batches
+class TextDataset:
+    """A corpus encoded once, split 90/10 into train and val, served as random windows."""
+
+    def __init__(self, text: str, block_size: int, tokenizer: CharTokenizer = None, val_fraction: float = 0.1,
+                 device: str = "cpu"):
+        if not text:
+            raise DataError("the training text is empty")
+        self.tokenizer = tokenizer or CharTokenizer.from_text(text)
+        self.block_size, self.device = block_size, device
+        ids = self.tokenizer.encode(text)
+        cut = int(len(ids) * (1 - val_fraction))
+        self.splits = {"train": ids[:cut], "val": ids[cut:]}
+        for name, part in self.splits.items():
+            if len(part) < block_size + 1:
+                raise DataError(f"the {name} split has {len(part)} characters, fewer than block_size + 1 = "
+                                f"{block_size + 1}; use more text (this text has {len(ids)} characters) or a "
+                                "smaller --block-size")
+        # The token arrays live on the training device, so batches are cut there without copies.
+        self.on_device = {name: devices.move(part, device) for name, part in self.splits.items()}
+
+    def batch(self, split: str, batch_size: int, rng: np.random.Generator):
+        """(x, y): `batch_size` random windows of `block_size` ids, and the same shifted by one."""
+        data = self.on_device[split]
+        starts = rng.integers(0, len(data) - self.block_size, size=batch_size)
+        xp = devices.array_module(self.device)
+        offsets = devices.move(starts, self.device)[:, None] + xp.arange(self.block_size)[None, :]
+        return Tensor._wrap(data[offsets], self.device), Tensor._wrap(data[offsets + 1], self.device)
