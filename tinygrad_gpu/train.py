@@ -289,7 +289,8 @@ def train(config: TrainConfig, log=print) -> dict:
     progress.close()
     samples = []
     if iter_num >= config.max_iters and config.num_samples:
-        samples = sample(model, dataset.tokenizer, config.num_samples, config.sample_tokens, device=device)
+        samples = sample(model, dataset.tokenizer, config.num_samples, config.sample_tokens, temperature=0.8,
+                         device=device)
     _plot(metrics, os.path.join(config.out_dir, "loss.png"))
     last = metrics[-1] if metrics else {}
     return {"iter": iter_num, "train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
