@@ -4,8 +4,8 @@ Three devices exist:
 
 * ``cpu``  -- NumPy arrays; fused ops run their NumPy reference functions.
 * ``cuda`` / ``cuda:N`` -- CuPy arrays on NVIDIA GPU number N.
-* ``emu``  -- NumPy arrays; fused ops run our CUDA kernels through the CPU emulator.
-  Until a kernel exists for an op, ``emu`` computes exactly like ``cpu``.
+* ``emu``  -- NumPy arrays; fused ops run our CUDA kernels through the CPU emulator
+  (tinygrad_gpu/kernels); every other op computes exactly as on ``cpu``.
 
 The default is ``cuda`` when CuPy imports *and* sees a GPU, otherwise ``cpu``; the
 environment variable ``TINYGRAD_GPU_DEVICE`` overrides it.  Importing this module never

@@ -1,8 +1,11 @@
 """tinygrad_gpu.nn.functional: losses and layer functions with PyTorch's signatures.
 
 These are compositions of Tensor ops, so their gradients (and second derivatives) come
-from the ops they are made of.  The fused CUDA kernels replace the hot ones behind the
-same signatures without changing what they compute.
+from the ops they are made of.  The hot ones (cross_entropy, layer_norm, gelu with
+approximate="tanh", embedding, causal attention's softmax) route to fused ops instead
+(``tinygrad_gpu/ops/fused.py``: our CUDA kernels on emu and cuda, their NumPy references on
+cpu), behind the same signatures and computing the same values; ``with
+tinygrad_gpu.kernels.fused(False):`` keeps them as compositions.
 """
 from __future__ import annotations
 
@@ -11,7 +14,10 @@ import math
 import numpy as np
 
 from .. import dtypes
+from ..ops import fused
+from .. import kernels
 from .. import random
+from ..creation import ones, zeros
 from ..ops import movement
 from ..ops.elementwise import check_broadcast, gelu as _gelu
 from ..tensor import Tensor
@@ -22,11 +28,19 @@ def _check_reduction(op: str, reduction: str) -> None:
         raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
+def _use_fused(*tensors) -> bool:
+    """Route to a fused op: unless switched off, for floating-point tensors of one dtype (None: absent)."""
+    given = [t for t in tensors if t is not None]
+    return kernels.fused_enabled() and given[0].is_floating_point() and all(t.dtype == given[0].dtype for t in given)
+
+
 def relu(x: Tensor) -> Tensor:
     return x.relu()
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    if approximate == "tanh" and _use_fused(x):
+        return fused.GeluTanh.apply(x)
     return _gelu(x, approximate)
 
 
@@ -61,7 +75,6 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
         raise ValueError("cross_entropy: input must have a class dimension, got a 0-d tensor")
     class_dim = 1 if input.ndim >= 2 else 0
     n_classes = input.shape[class_dim]
-    log_probs = input.log_softmax(class_dim)
 
     if target.is_floating_point():                        # class probabilities
         if target.shape != input.shape:
@@ -69,7 +82,7 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
                              f"got {target.shape}")
         if label_smoothing:
             target = target * (1 - label_smoothing) + label_smoothing / n_classes
-        losses = -(target * log_probs).sum(class_dim)
+        losses = -(target * input.log_softmax(class_dim)).sum(class_dim)
         return losses if reduction == "none" else losses.sum() if reduction == "sum" else losses.mean()
 
     expected = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
@@ -79,8 +92,7 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
     if dtypes.category(target.dtype) != 1:
         raise TypeError(f"cross_entropy: class-index targets must be integers, got {target.dtype}")
     # One row of class scores per target: classes last, everything else flattened.
-    rows = log_probs.movedim(class_dim, -1).reshape(-1, n_classes) if input.ndim >= 2 \
-        else log_probs.reshape(1, n_classes)
+    rows = input.movedim(class_dim, -1).reshape(-1, n_classes) if input.ndim >= 2 else input.reshape(1, n_classes)
     labels = target.reshape(-1)
     kept = labels != ignore_index
     bad = kept & ((labels < 0) | (labels >= n_classes))
@@ -88,11 +100,15 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
         value = labels[bad][0].item()
         raise IndexError(f"cross_entropy: target {value} is out of range for {n_classes} classes "
                          f"(valid: 0..{n_classes - 1}, or ignore_index={ignore_index})")
-    safe_labels = labels.masked_fill(~kept, 0)              # any valid row for ignored positions
-    nll = -movement.pick_along_dim(rows, safe_labels.unsqueeze(1), 1).squeeze(1)
-    if label_smoothing:
-        nll = (1 - label_smoothing) * nll - label_smoothing * rows.mean(1)
-    nll = nll.masked_fill(~kept, 0.0)
+    if _use_fused(rows):
+        nll = fused.CrossEntropyRows.apply(rows, labels, ignore_index=ignore_index, label_smoothing=label_smoothing)
+    else:
+        log_probs = rows.log_softmax(1)
+        safe_labels = labels.masked_fill(~kept, 0)          # any valid row for ignored positions
+        nll = -movement.pick_along_dim(log_probs, safe_labels.unsqueeze(1), 1).squeeze(1)
+        if label_smoothing:
+            nll = (1 - label_smoothing) * nll - label_smoothing * log_probs.mean(1)
+        nll = nll.masked_fill(~kept, 0.0)
     if reduction == "none":
         return nll.reshape(target.shape)
     if reduction == "sum":
@@ -117,6 +133,12 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor = None, bias: Tensor 
     if x.shape[x.ndim - k:] != normalized_shape:
         raise ValueError(f"layer_norm: input of shape {x.shape} does not end with normalized_shape "
                          f"{normalized_shape}")
+    if _use_fused(x, weight, bias) and x.numel() and all(t is None or t.shape == normalized_shape
+                                                         for t in (weight, bias)):
+        n = math.prod(normalized_shape)
+        weight = weight.reshape(n) if weight is not None else ones(n, dtype=x.dtype, device=x.device)
+        bias = bias.reshape(n) if bias is not None else zeros(n, dtype=x.dtype, device=x.device)
+        return fused.LayerNormRows.apply(x.reshape(-1, n), weight, bias, eps=eps).reshape(x.shape)
     dims = tuple(range(x.ndim - k, x.ndim))
     mean = x.mean(dims, keepdim=True)
     centered = x - mean
@@ -138,7 +160,7 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
         if low < 0 or high >= weight.shape[0]:
             raise IndexError(f"embedding: index {high if high >= weight.shape[0] else low} is out of range for "
                              f"{weight.shape[0]} embeddings (valid: 0..{weight.shape[0] - 1})")
-    return weight[input]
+    return fused.EmbeddingLookup.apply(weight, input) if weight.ndim == 2 and _use_fused(weight) else weight[input]
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
@@ -167,16 +189,20 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise ValueError(f"scaled_dot_product_attention: query {query.shape}, key {key.shape} and value "
                          f"{value.shape} do not fit (need (..., L, E), (..., S, E), (..., S, Ev))")
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = (query @ key.transpose(-2, -1)) * scale
-    L, S = query.shape[-2], key.shape[-2]
-    if is_causal:
-        attn_mask = Tensor(np.tril(np.ones((L, S), dtype=bool)), device=scores.device)
-    if attn_mask is not None:
-        if attn_mask.dtype == np.bool_:
-            scores = scores.masked_fill(~attn_mask, float("-inf"))
-        else:
-            scores = scores + attn_mask
-    weights = scores.softmax(-1)
+    scores = query @ key.transpose(-2, -1)
+    if is_causal and scores.ndim >= 2 and _use_fused(scores):
+        weights = fused.CausalSoftmax.apply(scores, scale=scale)
+    else:
+        scores = scores * scale
+        L, S = query.shape[-2], key.shape[-2]
+        if is_causal:
+            attn_mask = Tensor(np.tril(np.ones((L, S), dtype=bool)), device=scores.device)
+        if attn_mask is not None:
+            if attn_mask.dtype == np.bool_:
+                scores = scores.masked_fill(~attn_mask, float("-inf"))
+            else:
+                scores = scores + attn_mask
+        weights = scores.softmax(-1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return weights @ value

@@ -4,27 +4,19 @@ Per parameter, with gradient g at step t (counting from 1):
 
     m = beta1 m + (1 - beta1) g               running mean of gradients
     v = beta2 v + (1 - beta2) g^2             running mean of squared gradients
-    p = p - lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
+    p = p - lr * (m / (1 - beta1^t)) / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 
 The divisions by (1 - beta^t) correct the bias of m and v, which start at zero.
 Adam adds weight_decay * p to g first; AdamW instead shrinks p by (1 - lr * weight_decay)
 before the update, so the decay does not pass through the adaptive scaling.
+The arithmetic is one fused kernel per parameter: tinygrad_gpu/kernels/adamw.cu (on cpu, its
+NumPy reference in kernels/adamw.py).
 """
 from __future__ import annotations
 
 from .. import device as devices
+from ..kernels import adamw_update
 from .optimizer import Optimizer
-
-
-def adamw_update(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step):
-    """One AdamW step on arrays, all updated in place."""
-    param *= 1 - lr * weight_decay
-    exp_avg *= beta1
-    exp_avg += (1 - beta1) * grad
-    exp_avg_sq *= beta2
-    exp_avg_sq += (1 - beta2) * grad * grad
-    bias1, bias2 = 1 - beta1 ** step, 1 - beta2 ** step
-    param -= (lr / bias1) * exp_avg / ((exp_avg_sq / bias2) ** 0.5 + eps)
 
 
 class Adam(Optimizer):
@@ -45,13 +37,10 @@ class Adam(Optimizer):
             state["exp_avg"] = xp.zeros_like(param.data)
             state["exp_avg_sq"] = xp.zeros_like(param.data)
         state["step"] += 1
-        weight_decay = group["weight_decay"]
-        if weight_decay and not self.decoupled:
-            grad = grad + weight_decay * param.data     # Adam: L2 decay rides along with the gradient
-            weight_decay = 0.0
         beta1, beta2 = group["betas"]
         adamw_update(param.data, grad, state["exp_avg"], state["exp_avg_sq"], lr=group["lr"], beta1=beta1,
-                     beta2=beta2, eps=group["eps"], weight_decay=weight_decay, step=state["step"])
+                     beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"], step=state["step"],
+                     device=param.device, decoupled=self.decoupled)
 
 
 class AdamW(Adam):

@@ -1,0 +1,54 @@
+"""The softmax of causal attention (scale, mask j > i, normalise): causal_softmax.cu, its NumPy
+reference, its launcher.  scores: (..., L, S); probs has the same shape.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import device as devices
+from . import runtime
+
+FILE = "causal_softmax.cu"
+
+
+def _future(xp, L: int, S: int):
+    """True where query i must not see key j (j > i)."""
+    return xp.triu(xp.ones((L, S), dtype=bool), k=1)
+
+
+# ----------------------------------------------------------------------------- reference
+def reference_forward(scores, scale: float):
+    xp = runtime.array_module_of(scores)
+    z = xp.where(_future(xp, *scores.shape[-2:]), -xp.inf, scale * scores)
+    e = xp.exp(z - z.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(scores.dtype)
+
+
+def reference_backward(probs, dprobs, scale: float):
+    dot = (probs * dprobs).sum(axis=-1, keepdims=True)
+    return (scale * probs * (dprobs - dot)).astype(probs.dtype)     # probs = 0 where masked
+
+
+# ----------------------------------------------------------------------------- launcher
+def _rows(kernel: str, device: str, out_like, inputs, scale: float):
+    xp = devices.array_module(device)
+    inputs = [runtime.contiguous(xp, a, np.float32) for a in inputs]
+    L, S = out_like.shape[-2:]
+    out = xp.empty(out_like.shape, np.float32)
+    rows = out.size // S if S else 0
+    if rows:
+        runtime.launch(device, FILE, kernel, (rows,), (runtime.row_block(S),),
+                       [*inputs, out, np.int32(L), np.int32(S), np.float32(scale)])
+    return out
+
+
+def forward(scores, scale: float, device: str):
+    if not runtime.use_kernel(device, scores):
+        return reference_forward(scores, scale)
+    return _rows("causal_softmax_forward", device, scores, [scores], scale)
+
+
+def backward(probs, dprobs, scale: float, device: str):
+    if not runtime.use_kernel(device, probs, dprobs):
+        return reference_backward(probs, dprobs, scale)
+    return _rows("causal_softmax_backward", device, probs, [probs, dprobs], scale)

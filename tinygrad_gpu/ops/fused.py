@@ -1,0 +1,118 @@
+"""Fused ops: autograd Functions whose forward and backward each run one of our kernels.
+
+Each Function computes what a composition of Tensor ops in ``nn.functional`` computes, but
+in one kernel per direction instead of a dozen array operations (``tinygrad_gpu/kernels``):
+the ``.cu`` kernel on ``emu`` and ``cuda`` for float32 data, its NumPy reference on ``cpu``
+and for other dtypes.  ``nn.functional`` routes its hot ops here.
+
+Second derivatives.  A kernel computes numbers, not a graph.  When a backward runs with
+grad mode on (``backward(create_graph=True)``), each Function returns the same gradient
+written as Tensor ops instead, which records a graph that can be differentiated again.
+"""
+from __future__ import annotations
+
+from ..kernels import causal_softmax, cross_entropy, embedding_backward, gelu, layernorm
+from .elementwise import GeluTanh as _GeluTanhOp
+from ..tensor import Function, Tensor, is_grad_enabled
+
+
+class CrossEntropyRows(Function):
+    """The loss of each row of (N, C) logits against (N,) class indices; 0 where the index is ignored."""
+
+    def forward(ctx, logits, labels, ignore_index, label_smoothing):
+        ctx.save_for_backward(logits, labels)
+        ctx.ignore_index, ctx.smoothing = ignore_index, label_smoothing
+        losses, ctx.lse = cross_entropy.forward(logits.data, labels.data, ignore_index, label_smoothing, ctx.device)
+        return losses
+
+    def backward(ctx, grad):
+        logits, labels = ctx.saved_tensors
+        if is_grad_enabled():               # d loss / d logits = softmax - e / C - (1 - e) onehot, per kept row
+            xp, (n, c) = ctx.xp, logits.shape
+            kept = labels.data != ctx.ignore_index
+            onehot = xp.zeros((n, c), dtype=logits.dtype)
+            onehot[xp.arange(n)[kept], labels.data[kept]] = 1 - ctx.smoothing
+            row_grad = (grad * Tensor._wrap(kept.astype(logits.dtype), ctx.device)).unsqueeze(1)
+            return (logits.softmax(1) - ctx.smoothing / c - Tensor._wrap(onehot, ctx.device)) * row_grad, None
+        dlogits = cross_entropy.backward(logits.data, labels.data, ctx.lse, grad.data, ctx.ignore_index, ctx.smoothing,
+                                         ctx.device)
+        return Tensor._wrap(dlogits, ctx.device), None
+
+
+class LayerNormRows(Function):
+    """Layer norm of each row of (rows, n) x, scaled by weight (n,) and shifted by bias (n,)."""
+
+    def forward(ctx, x, weight, bias, eps):
+        ctx.save_for_backward(x, weight)
+        ctx.eps = eps
+        out, ctx.mean, ctx.rstd = layernorm.forward(x.data, weight.data, bias.data, eps, ctx.device)
+        return out
+
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        _, need_weight, need_bias = ctx.needs_input_grad
+        if is_grad_enabled():
+            centered = x - x.mean(1, keepdim=True)
+            rstd = ((centered * centered).mean(1, keepdim=True) + ctx.eps).rsqrt()
+            xhat = centered * rstd
+            g = grad * weight
+            dx = rstd * (g - g.mean(1, keepdim=True) - xhat * (g * xhat).mean(1, keepdim=True))
+            return dx, (grad * xhat).sum(0) if need_weight else None, grad.sum(0) if need_bias else None
+        dx, dweight, dbias = layernorm.backward(x.data, weight.data, ctx.mean, ctx.rstd, grad.data,
+                                                need_weight or need_bias, ctx.device)
+        return tuple(None if a is None or not needed else Tensor._wrap(a, ctx.device)
+                     for a, needed in zip((dx, dweight, dbias), (True, need_weight, need_bias)))
+
+
+class GeluTanh(Function):
+    """GELU with the tanh approximation."""
+
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return gelu.forward(x.data, ctx.device)
+
+    def backward(ctx, grad):
+        if is_grad_enabled():               # the unfused op's backward is already written in Tensor ops
+            return _GeluTanhOp.backward(ctx, grad)
+        (x,) = ctx.saved_tensors
+        return Tensor._wrap(gelu.backward(x.data, grad.data, ctx.device), ctx.device)
+
+
+class CausalSoftmax(Function):
+    """softmax(scale * scores) over the last dim, with key positions j > query position i masked out."""
+
+    saves_output = True
+
+    def forward(ctx, scores, scale):
+        ctx.scale = scale
+        return causal_softmax.forward(scores.data, scale, ctx.device)
+
+    def backward(ctx, grad):
+        if is_grad_enabled():
+            y = ctx.output
+            return ctx.scale * y * (grad - (grad * y).sum(-1, keepdim=True))
+        return Tensor._wrap(causal_softmax.backward(ctx.out_data, grad.data, ctx.scale, ctx.device), ctx.device)
+
+
+class EmbeddingLookup(Function):
+    """weight[ids]: a gather.  Its gradient is EmbeddingScatter, whose gradient is this again."""
+
+    def forward(ctx, weight, ids):
+        ctx.ids, ctx.n_embeddings = ids, weight.shape[0]
+        return weight.data[ids.data]
+
+    def backward(ctx, grad):
+        return EmbeddingScatter.apply(grad, ctx.ids, n_embeddings=ctx.n_embeddings), None
+
+
+class EmbeddingScatter(Function):
+    """Add the rows of grad (ids.shape + (dim,)) into the rows ids of an (n_embeddings, dim) zero tensor."""
+
+    def forward(ctx, grad, ids, n_embeddings):
+        ctx.ids = ids
+        dim = grad.shape[-1]
+        return embedding_backward.embedding_backward(ids.data.reshape(-1), grad.data.reshape(-1, dim), n_embeddings,
+                                                     ctx.device)
+
+    def backward(ctx, grad):
+        return EmbeddingLookup.apply(grad, ctx.ids), None
