@@ -13,19 +13,47 @@ K, C = math.sqrt(2 / math.pi), 0.044715
 
 
 # ----------------------------------------------------------------------------- reference
+def _tanh_of_inner(xp, x):
+    """t = tanh(K (x + C x^3)), computed in one buffer. Beyond |x| = 10 tanh is +-1 to within 1e-37,
+    so clipping there changes nothing and keeps x^3 from overflowing for huge inputs."""
+    t = xp.clip(x, -10, 10)
+    u = t * t                     # x^2
+    u *= C
+    u += 1
+    t *= u                        # x + C x^3
+    t *= K
+    return xp.tanh(t, out=t), u
+
+
 def reference_forward(x):
-    xp = runtime.array_module_of(x)
-    with np.errstate(over="ignore"):                    # x^3 overflows for |x| > 1e13: tanh(inf) = 1
-        return (0.5 * x * (1 + xp.tanh(K * (x + C * x * x * x)))).astype(x.dtype)
+    """0.5 x (1 + t). In place on two buffers: each op that makes a new array of this size also makes
+    the CPU fetch fresh memory, so the in-place form is about twice as fast as the one-line formula."""
+    xp, shape = runtime.array_module_of(x), x.shape
+    x = x.reshape(-1)             # 1-D: NumPy would turn 0-d results into scalars, which out= cannot take
+    t, _ = _tanh_of_inner(xp, x)
+    t += 1
+    t *= x
+    t *= 0.5
+    return t.reshape(shape)
 
 
 def reference_backward(x, dy):
-    xp = runtime.array_module_of(x)
-    with np.errstate(over="ignore", invalid="ignore"):
-        t = xp.tanh(K * (x + C * x * x * x))
-        sech2 = 1 - t * t
-        slope = 0.5 * (1 + t) + xp.where(sech2 != 0, 0.5 * x * sech2 * K * (1 + 3 * C * x * x), 0)
-    return (dy * slope).astype(x.dtype)
+    """dy * (0.5 (1 + t) + 0.5 x (1 - t^2) K (1 + 3 C x^2)), in place like the forward."""
+    xp, shape = runtime.array_module_of(x), x.shape
+    x, dy = x.reshape(-1), dy.reshape(-1)
+    t, u = _tanh_of_inner(xp, x)  # u = 1 + C x^2 (of the clipped x)
+    u *= 3
+    u -= 2                        # 1 + 3 C x^2
+    u *= xp.clip(x, -10, 10)
+    u *= 0.5 * K                  # 0.5 x K (1 + 3 C x^2)
+    sech2 = t * t
+    xp.subtract(1, sech2, out=sech2)
+    u *= sech2                    # the x-derivative of tanh's argument, through tanh
+    t += 1
+    t *= 0.5
+    t += u
+    t *= dy
+    return t.reshape(shape)
 
 
 # ----------------------------------------------------------------------------- launcher

@@ -12,6 +12,11 @@ class MatMul(Function):
 
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
+        if b.ndim == 2 and a.ndim > 2:
+            # x @ W with x (..., k): one (rows, k) @ (k, n) product instead of a loop of small ones
+            # over the batch, which is how the array libraries treat a stacked operand (about 2x faster
+            # for a GPT's layers on the CPU)
+            return (a.data.reshape(-1, a.shape[-1]) @ b.data).reshape(*a.shape[:-1], b.shape[-1])
         return a.data @ b.data
 
     def backward(ctx, grad):
