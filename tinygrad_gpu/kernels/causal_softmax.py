@@ -17,16 +17,35 @@ def _future(xp, L: int, S: int):
 
 
 # ----------------------------------------------------------------------------- reference
+_causal_bias = {}
+
+
+def _bias(xp, L: int, S: int, dtype):
+    """(L, S): 0 where query i may see key j, -inf where j > i; made once per shape and dtype."""
+    key = (xp.__name__, L, S, str(dtype))
+    if key not in _causal_bias:
+        _causal_bias[key] = xp.where(_future(xp, L, S), -xp.inf, 0).astype(dtype)
+    return _causal_bias[key]
+
+
 def reference_forward(scores, scale: float):
+    """softmax over the last dim of scale * scores + causal mask, in one buffer (in place after the
+    first product: fresh arrays of this size are what a CPU step spends its time on)."""
     xp = runtime.array_module_of(scores)
-    z = xp.where(_future(xp, *scores.shape[-2:]), -xp.inf, scale * scores)
-    e = xp.exp(z - z.max(axis=-1, keepdims=True))
-    return (e / e.sum(axis=-1, keepdims=True)).astype(scores.dtype)
+    z = scores * scale
+    z += _bias(xp, *scores.shape[-2:], z.dtype)
+    z -= z.max(axis=-1, keepdims=True)
+    xp.exp(z, out=z)
+    z /= z.sum(axis=-1, keepdims=True)
+    return z
 
 
 def reference_backward(probs, dprobs, scale: float):
     dot = (probs * dprobs).sum(axis=-1, keepdims=True)
-    return (scale * probs * (dprobs - dot)).astype(probs.dtype)     # probs = 0 where masked
+    out = dprobs - dot
+    out *= probs                                  # probs = 0 where masked, so masked entries get 0
+    out *= scale
+    return out
 
 
 # ----------------------------------------------------------------------------- launcher

@@ -20,7 +20,7 @@ def reference_forward(x, weight, bias, eps: float):
     centered = x - mean[:, None]
     rstd = 1 / xp.sqrt((centered * centered).mean(axis=1) + eps)
     out = centered * rstd[:, None] * weight + bias
-    return out.astype(x.dtype), mean.astype(x.dtype), rstd.astype(x.dtype)
+    return out.astype(x.dtype, copy=False), mean.astype(x.dtype, copy=False), rstd.astype(x.dtype, copy=False)
 
 
 def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True):
@@ -28,8 +28,9 @@ def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True):
     g = dout * weight
     dx = rstd[:, None] * (g - g.mean(axis=1, keepdims=True) - xhat * (g * xhat).mean(axis=1, keepdims=True))
     if not need_params:
-        return dx.astype(x.dtype), None, None
-    return dx.astype(x.dtype), (dout * xhat).sum(axis=0).astype(x.dtype), dout.sum(axis=0).astype(x.dtype)
+        return dx.astype(x.dtype, copy=False), None, None
+    dweight, dbias = (dout * xhat).sum(axis=0), dout.sum(axis=0)
+    return dx.astype(x.dtype, copy=False), dweight.astype(x.dtype, copy=False), dbias.astype(x.dtype, copy=False)
 
 
 # ----------------------------------------------------------------------------- launcher
