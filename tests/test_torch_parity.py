@@ -8,6 +8,8 @@ Skipped when torch is not installed (CI does not install it). To run it:
     PYTHONPATH=. /tmp/venv/bin/python -m pytest tests/test_torch_parity.py -q
 """
 import math
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -23,6 +25,9 @@ from tinygrad_gpu.optim.lr_scheduler import WarmupCosineLR  # noqa: E402
 
 torch.set_num_threads(2)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+from torch_gpt import TorchGPT  # noqa: E402  (nanoGPT in PyTorch, shared with benchmarks/step.py)
+
 
 def report(what, ours, theirs):
     """Max absolute and max relative (to the largest magnitude) difference; printed for the record."""
@@ -34,92 +39,6 @@ def report(what, ours, theirs):
 
 
 # ----------------------------------------------------------------------------- nanoGPT in PyTorch
-class TorchLayerNorm(nn.Module):
-    """nanoGPT's LayerNorm: the bias is optional."""
-
-    def __init__(self, ndim, bias):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(ndim))
-        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
-
-    def forward(self, x):
-        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
-
-
-class TorchAttention(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.c_attn = nn.Linear(c.n_embd, 3 * c.n_embd, bias=c.bias)
-        self.c_proj = nn.Linear(c.n_embd, c.n_embd, bias=c.bias)
-        self.attn_dropout = nn.Dropout(c.dropout)
-        self.resid_dropout = nn.Dropout(c.dropout)
-        self.n_head, self.n_embd = c.n_head, c.n_embd
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=True)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.resid_dropout(self.c_proj(y))
-
-
-class TorchMLP(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.c_fc = nn.Linear(c.n_embd, 4 * c.n_embd, bias=c.bias)
-        self.gelu = nn.GELU(approximate="tanh")          # GPT-2's (and llm.c's) GELU
-        self.c_proj = nn.Linear(4 * c.n_embd, c.n_embd, bias=c.bias)
-        self.dropout = nn.Dropout(c.dropout)
-
-    def forward(self, x):
-        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
-
-
-class TorchBlock(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.ln_1 = TorchLayerNorm(c.n_embd, bias=c.bias)
-        self.attn = TorchAttention(c)
-        self.ln_2 = TorchLayerNorm(c.n_embd, bias=c.bias)
-        self.mlp = TorchMLP(c)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class TorchGPT(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.config = c
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(c.vocab_size, c.n_embd),
-            wpe=nn.Embedding(c.block_size, c.n_embd),
-            drop=nn.Dropout(c.dropout),
-            h=nn.ModuleList([TorchBlock(c) for _ in range(c.n_layer)]),
-            ln_f=TorchLayerNorm(c.n_embd, bias=c.bias),
-        ))
-        self.lm_head = nn.Linear(c.n_embd, c.vocab_size, bias=False)
-        self.transformer.wte.weight = self.lm_head.weight          # weight tying
-
-    def forward(self, idx, targets=None):
-        b, t = idx.size()
-        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
-        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
-        for block in self.transformer.h:
-            x = block(x)
-        logits = self.lm_head(self.transformer.ln_f(x))
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
-        return logits, loss
-
-    def configure_optimizers(self, weight_decay, learning_rate, betas):
-        params = [p for p in self.parameters() if p.requires_grad]
-        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, foreach=False)
-
-
 def nanogpt_get_lr(it, learning_rate, warmup_iters, lr_decay_iters, min_lr):
     if it < warmup_iters:
         return learning_rate * (it + 1) / (warmup_iters + 1)
