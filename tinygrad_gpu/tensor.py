@@ -277,6 +277,8 @@ class Tensor:
 
     def to(self, target=None, dtype=None) -> Tensor:
         """``x.to('cuda')``, ``x.to(tg.float64)`` or ``x.to('cpu', tg.float64)``; differentiable."""
+        if target is None and dtype == self.dtype:      # the common no-op inside binary ops: no parsing
+            return self
         device = None
         if target is not None:
             try:

@@ -19,7 +19,7 @@ from ..tensor import Function, Tensor
 
 def check_broadcast(op: str, *shapes) -> None:
     """Raise an error naming the op and the shapes when they cannot be broadcast together."""
-    if all(s == shapes[0] for s in shapes):
+    if all(s == shapes[0] or not s for s in shapes):    # equal shapes, or 0-d: always compatible
         return
     try:
         np.broadcast_shapes(*shapes)
