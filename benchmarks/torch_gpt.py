@@ -103,11 +103,15 @@ def training_step(config, vocab_size: int, device, seed: int = 0):
     x = torch.randint(0, vocab_size, (config.batch_size, config.block_size), device=device)
     y = torch.randint(0, vocab_size, (config.batch_size, config.block_size), device=device)
 
-    def step():
-        _, loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-    return step
+    return lambda: train_step(model, optimizer, x, y, config.grad_clip)
+
+
+def train_step(model, optimizer, x, y, grad_clip: float):
+    """Forward, backward, clip the gradient norm (0: no clipping), AdamW step; returns the loss."""
+    _, loss = model(x, y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return loss

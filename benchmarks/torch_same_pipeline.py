@@ -31,7 +31,7 @@ def main():
     except ImportError:
         print("torch is not importable: install it to run this comparison")
         return
-    from torch_gpt import TorchGPT
+    from torch_gpt import TorchGPT, train_step
     dataset = TextDataset(load_corpus(config.data), config.block_size)
     random.manual_seed(config.seed)                   # exactly as train.py builds its model
     ours = build_model(config.model_settings(), dataset.tokenizer.vocab_size)
@@ -65,13 +65,7 @@ def main():
                   flush=True)
         if it == config.max_iters:
             break
-        x, y = batch("train", data_rng)
-        _, loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
+        train_step(model, optimizer, *batch("train", data_rng), config.grad_clip)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ torch.set_num_threads(2)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 from torch_gpt import TorchGPT  # noqa: E402  (nanoGPT in PyTorch, shared with benchmarks/step.py)
+from test_optim import nanogpt_get_lr  # noqa: E402  (nanoGPT's schedule, written out once)
 
 
 def report(what, ours, theirs):
@@ -39,15 +40,6 @@ def report(what, ours, theirs):
 
 
 # ----------------------------------------------------------------------------- nanoGPT in PyTorch
-def nanogpt_get_lr(it, learning_rate, warmup_iters, lr_decay_iters, min_lr):
-    if it < warmup_iters:
-        return learning_rate * (it + 1) / (warmup_iters + 1)
-    if it > lr_decay_iters:
-        return min_lr
-    decay_ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
-    return min_lr + 0.5 * (1.0 + math.cos(math.pi * decay_ratio)) * (learning_rate - min_lr)
-
-
 def twin_gpts(bias, dtype=np.float32):
     config = GPTConfig(block_size=16, vocab_size=65, n_layer=2, n_head=2, n_embd=32, dropout=0.0, bias=bias)
     tg.manual_seed(1337)
