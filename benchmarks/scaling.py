@@ -11,7 +11,7 @@ block_size 64, then block_size 32 to 256 at n_embd 128.  A step is what the trai
 does: forward to the loss, backward, clip the gradient norm, AdamW.
 
 FLOPs are counted, not estimated: during one untimed step every matrix product the engine
-runs, forward and backward, is recorded (MatMul.forward wrapped, 2 m n k each), and so is
+runs, forward and backward, is recorded (the ops that multiply matrices wrapped, 2 m n k each), and so is
 every op (Function.apply wrapped).  The count is checked against nanoGPT's formula,
 6 N tokens + 12 n_layer n_embd T tokens with N the parameters in matrix products; the two
 agree because the engine computes the full T x T attention scores (masking half of them)
@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import math
 import os
 import statistics
 import sys
@@ -45,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))      # run from 
 
 import tinygrad_gpu as tg  # noqa: E402
 from tinygrad_gpu import device as devices  # noqa: E402
-from tinygrad_gpu.ops import linalg  # noqa: E402
+from tinygrad_gpu.ops import fused, linalg  # noqa: E402
 from tinygrad_gpu.optim import clip_grad_norm_  # noqa: E402
 from tinygrad_gpu.tensor import Function  # noqa: E402
 from tinygrad_gpu.train import TrainConfig, build_model, make_optimizer  # noqa: E402
@@ -76,25 +77,57 @@ def our_step(config: TrainConfig, device: str):
     return step, model.num_parameters()
 
 
+def _products(op, shapes, grads=None) -> int:
+    """Matmul FLOPs (2 m n k per product) of one op, given its inputs' shapes: its forward (grads None)
+    or its backward, which computes one product per gradient it returns (attention: and dp = dy v^T
+    when q or k needs one)."""
+    if op is linalg.Linear:                        # x (..., in) times weight (out, in)
+        product = 2 * math.prod(shapes[0][:-1]) * shapes[1][0] * shapes[1][1]
+        return product if grads is None else product * sum(g is not None for g in grads[:2])
+    if op is fused.CausalAttention:                # q (..., L, E), k (..., S, E), v (..., S, Ev)
+        (L, E), (S, Ev) = shapes[0][-2:], shapes[2][-2:]
+        scores = 2 * math.prod(np.broadcast_shapes(*(s[:-2] for s in shapes))) * L * S
+        if grads is None:
+            return scores * (E + Ev)
+        dq, dk, dv = (g is not None for g in grads)
+        return scores * (E * (dq + dk) + Ev * (dv + (dq or dk)))
+    a, b = shapes                                  # MatMul: batch x m x n outputs, k products each
+    return 0 if grads is not None else 2 * math.prod(np.broadcast_shapes(a[:-2], b[:-2])) * a[-2] * b[-1] * a[-1]
+
+
 @contextlib.contextmanager
 def counting():
-    """Count matmul FLOPs and Function applications while the block runs (wrapping, then restoring)."""
-    counts = {"flops": 0, "ops": 0}
-    matmul_forward, apply = linalg.MatMul.forward, Function.__dict__["apply"]
+    """Count matmul FLOPs and Function applications while the block runs (wrapping, then restoring).
 
-    def counted_forward(ctx, a, b):
-        out = matmul_forward(ctx, a, b)
-        counts["flops"] += 2 * int(out.size) * a.shape[-1]     # out has batch x m x n entries, k products each
-        return out
+    The products live in three ops: Linear and CausalAttention (forward and backward on arrays)
+    and MatMul (whose backward is made of MatMul ops again, counted as they run)."""
+    counts = {"flops": 0, "ops": 0}
+    originals = {(op, name): op.__dict__[name] for op in (linalg.Linear, fused.CausalAttention, linalg.MatMul)
+                 for name in ("forward", "backward")}
+    apply = Function.__dict__["apply"]
+
+    def counted(op, name, original):
+        def run(ctx, *args, **options):
+            result = original(ctx, *args, **options)
+            if name == "forward":
+                counts["flops"] += _products(op, [a.shape for a in args])
+            elif op is not linalg.MatMul:
+                counts["flops"] += _products(op, ctx.input_meta, result)
+            return result
+        return run
 
     def counted_apply(cls, *inputs, **options):
         counts["ops"] += 1
         return apply.__func__(cls, *inputs, **options)
-    linalg.MatMul.forward, Function.apply = counted_forward, classmethod(counted_apply)
+    for (op, name), original in originals.items():
+        setattr(op, name, counted(op, name, original))
+    Function.apply = classmethod(counted_apply)
     try:
         yield counts
     finally:
-        linalg.MatMul.forward, Function.apply = matmul_forward, apply
+        for (op, name), original in originals.items():
+            setattr(op, name, original)
+        Function.apply = apply
 
 
 def formula_flops(config: TrainConfig) -> int:

@@ -408,9 +408,29 @@ def test_causal_attention_ignores_the_future(device):
         assert (t.grad.numpy()[..., 2:, :] == 0).all() and (t.grad.numpy()[..., :2, :] != 0).any()
 
 
+def test_causal_attention_dropout_drops_the_same_weights_both_ways():
+    """Dropout inside the fused attention: the output is (p * keep) v for the mask the node kept, about
+    1 - p of the weights survive, and the gradient (generator reseeded before each evaluation, so one
+    mask throughout) passes gradcheck and the second-order check."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(2, 3, 6, 4)) for _ in range(3))
+
+    def fn(q, k, v):
+        tg.manual_seed(5)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.4)
+    out = fn(*(t64(a) for a in (q, k, v)))
+    keep = out.grad_fn.keep
+    assert set(np.unique(keep)) == {0.0, 1 / 0.6} and 0.4 < (keep > 0).mean() < 0.8
+    probs = np_attention(q, k, np.eye(6)[None, None].repeat(3, 1).repeat(2, 0), is_causal=True)
+    np.testing.assert_allclose(out.numpy(), (probs * keep) @ v, rtol=1e-12)
+    check_op(fn, None, q, k, v, second_order=True)
+
+
 def test_attention_errors():
     q = tg.zeros(1, 1, 2, 3)
     with pytest.raises(ValueError, match="attn_mask.*is_causal|is_causal.*attn_mask"):
         F.scaled_dot_product_attention(q, q, q, attn_mask=tg.ones(2, 2, dtype=tg.bool), is_causal=True)
     with pytest.raises(ValueError, match="do not fit"):
         F.scaled_dot_product_attention(q, tg.zeros(1, 1, 2, 4), q)
+    with pytest.raises(ValueError, match=r"batch dimensions of query \(1, 1, 2, 3\), key \(1, 2, 2, 3\)"):
+        F.scaled_dot_product_attention(q, tg.zeros(1, 2, 2, 3), tg.zeros(1, 3, 2, 3), is_causal=True)

@@ -114,7 +114,7 @@ def test_causal_attention(device, batch, heads, length, dim, scale, seed):
 
     def fn(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-    check_everywhere(device, fn, [q, k, v], fused_op=fused.CausalSoftmax)
+    check_everywhere(device, fn, [q, k, v], fused_op=fused.CausalAttention)
 
 
 @pytest.mark.parametrize("name", ["cross_entropy", "layer_norm", "gelu", "embedding", "attention"])

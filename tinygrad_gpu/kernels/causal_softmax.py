@@ -11,7 +11,7 @@ from . import runtime
 FILE = "causal_softmax.cu"
 
 
-def _future(xp, L: int, S: int):
+def future_mask(xp, L: int, S: int):
     """True where query i must not see key j (j > i)."""
     return xp.triu(xp.ones((L, S), dtype=bool), k=1)
 
@@ -24,7 +24,7 @@ def _bias(xp, L: int, S: int, dtype):
     """(L, S): 0 where query i may see key j, -inf where j > i; made once per shape and dtype."""
     key = (xp.__name__, L, S, str(dtype))
     if key not in _causal_bias:
-        _causal_bias[key] = xp.where(_future(xp, L, S), -xp.inf, 0).astype(dtype)
+        _causal_bias[key] = xp.where(future_mask(xp, L, S), -xp.inf, 0).astype(dtype)
     return _causal_bias[key]
 
 

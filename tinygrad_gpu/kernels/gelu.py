@@ -1,6 +1,7 @@
 """GELU, tanh approximation: gelu.cu, its NumPy reference, its launcher."""
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -13,48 +14,70 @@ K, C = math.sqrt(2 / math.pi), 0.044715
 
 
 # ----------------------------------------------------------------------------- reference
-def _tanh_of_inner(xp, x):
-    """(t, u, xc): t = tanh(K (x + C x^3)), u = 1 + C x^2, xc = x clipped to [-10, 10]. Beyond |x| = 10
-    tanh is +-1 to within 1e-37, so the clip changes nothing there and keeps x^3 from overflowing."""
-    xc = xp.minimum(x, 10.0)      # minimum/maximum with out=: np.clip costs twice as much here
-    xp.maximum(xc, -10.0, out=xc)
-    u = xc * xc
-    u *= C
-    u += 1                        # 1 + C x^2
-    t = xc * u                    # x + C x^3
-    t *= K
-    return xp.tanh(t, out=t), u, xc
+# Both directions are written in place, a few buffers for the whole formula, and run chunk by
+# chunk (runtime.by_chunks): a fresh array per operation would make the CPU fetch fresh memory
+# each time, and that, not the arithmetic, is what a GELU costs on a CPU.
+
+def _forward(x, out):
+    """out = 0.5 x (1 + tanh(K x (1 + C x^2))). No clip is needed: for |x| > 1.8e19, x^2 overflows
+    to inf, the tanh is then exactly +-1 and out is x or 0, as it should be."""
+    xp = runtime.array_module_of(x)
+    xp.multiply(x, x, out=out)
+    out *= K * C
+    out += K
+    out *= x                      # the tanh's argument, K x (1 + C x^2)
+    xp.tanh(out, out=out)
+    out += 1
+    out *= x
+    out *= 0.5
+
+
+def _backward(x, dy, out):
+    """out = dy (0.5 (1 + t) + x b (1 - t^2)), with t = tanh(K x (1 + C x^2)) recomputed (not saved
+    by the forward) and b = 0.5 K (1 + 3 C x^2), the slope of the tanh's argument, halved.
+
+    Order matters where |x| is huge: 1 - t^2 is then exactly 0, and x^2 is capped at 1e30 so
+    that b stays finite and b (1 - t^2) x is 0 rather than inf * 0 = nan.
+    """
+    xp = runtime.array_module_of(x)
+    b = x * x
+    xp.minimum(b, 1e30, out=b)
+    xp.multiply(b, K * C, out=out)
+    out += K
+    out *= x
+    t = xp.tanh(out, out=out)
+    b *= 1.5 * K * C
+    b += 0.5 * K
+    xp.subtract(1, t, out=t)      # t <- 1 - t
+    b *= t
+    xp.subtract(2, t, out=t)      # t <- 1 + t (the original t)
+    b *= t                        # b (1 - t^2)
+    b *= x
+    t *= 0.5
+    t += b
+    t *= dy
+
+
+def _in_place(compute, x, *others):
+    """compute(x, *others, out=...) on 1-D views (out= cannot take NumPy's 0-d scalars), chunk by chunk."""
+    xp = runtime.array_module_of(x)
+    out = xp.empty(x.size, x.dtype)
+    with _overflow_is_expected(xp):
+        runtime.by_chunks(compute, x.reshape(-1), *(a.reshape(-1) for a in others), out=out)
+    return out.reshape(x.shape)
+
+
+def _overflow_is_expected(xp):
+    """x^2 overflows to inf for huge |x| (see above), on purpose: NumPy would warn, CuPy never does."""
+    return np.errstate(over="ignore") if xp is np else contextlib.nullcontext()
 
 
 def reference_forward(x):
-    """0.5 x (1 + t). In place on two buffers: each op that makes a new array of this size also makes
-    the CPU fetch fresh memory, so the in-place form is about twice as fast as the one-line formula."""
-    xp, shape = runtime.array_module_of(x), x.shape
-    x = x.reshape(-1)             # 1-D: NumPy would turn 0-d results into scalars, which out= cannot take
-    t, _, _ = _tanh_of_inner(xp, x)
-    t += 1
-    t *= x
-    t *= 0.5
-    return t.reshape(shape)
+    return _in_place(_forward, x)
 
 
 def reference_backward(x, dy):
-    """dy * (0.5 (1 + t) + 0.5 x (1 - t^2) K (1 + 3 C x^2)), in place like the forward."""
-    xp, shape = runtime.array_module_of(x), x.shape
-    x, dy = x.reshape(-1), dy.reshape(-1)
-    t, u, xc = _tanh_of_inner(xp, x)
-    u *= 3
-    u -= 2                        # 1 + 3 C x^2
-    u *= xc
-    u *= 0.5 * K                  # 0.5 x K (1 + 3 C x^2)
-    sech2 = t * t
-    xp.subtract(1, sech2, out=sech2)
-    u *= sech2                    # the x-derivative of tanh's argument, through tanh
-    t += 1
-    t *= 0.5
-    t += u
-    t *= dy
-    return t.reshape(shape)
+    return _in_place(_backward, x, dy)
 
 
 # ----------------------------------------------------------------------------- launcher

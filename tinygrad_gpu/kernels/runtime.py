@@ -134,3 +134,25 @@ def array_module_of(array):
 def contiguous(xp, array, dtype=None):
     """The array as a C-contiguous block of memory (the kernels index flat memory)."""
     return xp.ascontiguousarray(array, dtype=dtype)
+
+
+# ----------------------------------------------------------------------------- the references on a CPU
+CHUNK = 1 << 16            # elements: four float32 arrays of this size fit in a CPU core's L2 cache
+
+
+def by_chunks(compute, *arrays, out):
+    """Run compute(*pieces, out=piece) over 1-D `arrays` and `out`, CHUNK elements at a time.
+
+    An elementwise reference makes a dozen passes (multiply, add, tanh, ...). Over a whole
+    activation (a few MB) every pass goes out to main memory; over a chunk that fits in the
+    cache, only the first read and the last write do. It is the CPU's version of what a CUDA
+    kernel does by keeping an element in a register for the whole formula: about twice as
+    fast here. CuPy arrays are done in one piece (the GPU has no such cache to fit).
+    """
+    if array_module_of(out) is not np or out.size <= CHUNK:
+        compute(*arrays, out=out)
+        return out
+    for start in range(0, out.size, CHUNK):
+        piece = slice(start, start + CHUNK)
+        compute(*(a[piece] for a in arrays), out=out[piece])
+    return out

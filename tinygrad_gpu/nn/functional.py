@@ -2,7 +2,7 @@
 
 These are compositions of Tensor ops, so their gradients (and second derivatives) come
 from the ops they are made of.  The hot ones (cross_entropy, layer_norm, gelu with
-approximate="tanh", embedding, causal attention's softmax) route to fused ops instead
+approximate="tanh", embedding, causal attention) route to fused ops instead
 (``tinygrad_gpu/ops/fused.py``: our CUDA kernels on emu and cuda, their NumPy references on
 cpu), behind the same signatures and computing the same values; ``with
 tinygrad_gpu.kernels.fused(False):`` keeps them as compositions.
@@ -18,7 +18,7 @@ from ..ops import fused
 from .. import kernels
 from .. import random
 from ..creation import ones, zeros
-from ..ops import movement
+from ..ops import linalg, movement
 from ..ops.elementwise import check_broadcast, gelu as _gelu
 from ..tensor import Tensor
 
@@ -53,8 +53,11 @@ def log_softmax(x: Tensor, dim: int) -> Tensor:
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor = None) -> Tensor:
-    """x @ weight.T + bias, with weight stored (out_features, in_features) as in PyTorch."""
-    out = x @ weight.transpose(0, 1) if weight.ndim == 2 else x @ weight
+    """x @ weight.T + bias, with weight stored (out_features, in_features) as in PyTorch (one op:
+    ``ops/linalg.py``); a 1-D weight gives x @ weight."""
+    if weight.ndim == 2:
+        return linalg.linear(x, weight, bias)
+    out = x @ weight
     return out if bias is None else out + bias
 
 
@@ -185,24 +188,29 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     """
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
-    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
-        raise ValueError(f"scaled_dot_product_attention: query {query.shape}, key {key.shape} and value "
-                         f"{value.shape} do not fit (need (..., L, E), (..., S, E), (..., S, Ev))")
+    shapes = f"query {query.shape}, key {key.shape} and value {value.shape}"
+    if min(query.ndim, key.ndim, value.ndim) < 2 or query.shape[-1] != key.shape[-1] \
+            or key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"scaled_dot_product_attention: {shapes} do not fit (need (..., L, E), (..., S, E), "
+                         "(..., S, Ev))")
+    try:
+        np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except ValueError:
+        raise ValueError(f"scaled_dot_product_attention: the batch dimensions of {shapes} cannot be broadcast "
+                         "together") from None
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = query @ key.transpose(-2, -1)
-    if is_causal and scores.ndim >= 2 and _use_fused(scores):
-        weights = fused.CausalSoftmax.apply(scores, scale=scale)
-    else:
-        scores = scores * scale
+    if is_causal and _use_fused(query, key, value):
+        return fused.CausalAttention.apply(query, key, value, scale=scale, dropout_p=dropout_p)
+    scores = query @ key.transpose(-2, -1) * scale
+    if is_causal:
         L, S = query.shape[-2], key.shape[-2]
-        if is_causal:
-            attn_mask = Tensor(np.tril(np.ones((L, S), dtype=bool)), device=scores.device)
-        if attn_mask is not None:
-            if attn_mask.dtype == np.bool_:
-                scores = scores.masked_fill(~attn_mask, float("-inf"))
-            else:
-                scores = scores + attn_mask
-        weights = scores.softmax(-1)
+        attn_mask = Tensor(np.tril(np.ones((L, S), dtype=bool)), device=scores.device)
+    if attn_mask is not None:
+        if attn_mask.dtype == np.bool_:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = scores.softmax(-1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return weights @ value

@@ -11,6 +11,11 @@ written as Tensor ops instead, which records a graph that can be differentiated 
 """
 from __future__ import annotations
 
+import numpy as np
+
+from .. import device as devices
+from .. import random
+
 from ..kernels import causal_softmax, cross_entropy, embedding_backward, gelu, layernorm
 from .elementwise import GeluTanh as _GeluTanhOp
 from ..tensor import Function, Tensor, is_grad_enabled
@@ -78,20 +83,56 @@ class GeluTanh(Function):
         return Tensor._wrap(gelu.backward(x.data, grad.data, ctx.device), ctx.device)
 
 
-class CausalSoftmax(Function):
-    """softmax(scale * scores) over the last dim, with key positions j > query position i masked out."""
+class CausalAttention(Function):
+    """dropout(softmax(scale q k^T, key j > query i masked out)) v, for q (..., L, E), k (..., S, E),
+    v (..., S, Ev).
 
-    saves_output = True
+    One op where the composition is eight (a transpose, two products, the scale, the mask, the
+    softmax, the dropout) in each direction. The softmax is the causal_softmax kernel; the
+    products are the array library's. The backward, written out (p: the probabilities, keep: the
+    dropout's mask divided by 1 - dropout_p, or 1; dy: the output's gradient):
 
-    def forward(ctx, scores, scale):
-        ctx.scale = scale
-        return causal_softmax.forward(scores.data, scale, ctx.device)
+        dv = (p keep)^T dy      dp = (dy v^T) keep      ds = softmax backward of dp (scale included)
+        dq = ds k               dk = ds^T q
+    """
+
+    def forward(ctx, q, k, v, scale, dropout_p):
+        ctx.save_for_backward(q, k, v)
+        ctx.scale, ctx.keep = scale, None
+        ctx.probs = weights = causal_softmax.forward(q.data @ k.data.swapaxes(-1, -2), scale, ctx.device)
+        if dropout_p:
+            draws = random.generator(ctx.device).random(weights.shape, dtype=np.float32)
+            ctx.keep = (draws >= dropout_p).astype(weights.dtype) * weights.dtype.type(1 / (1 - dropout_p))
+            weights = weights * ctx.keep
+        ctx.weights = weights
+        return weights @ v.data
 
     def backward(ctx, grad):
-        if is_grad_enabled():
-            y = ctx.output
-            return ctx.scale * y * (grad - (grad * y).sum(-1, keepdim=True))
-        return Tensor._wrap(causal_softmax.backward(ctx.out_data, grad.data, ctx.scale, ctx.device), ctx.device)
+        q, k, v = ctx.saved_tensors
+        need_q, need_k, need_v = ctx.needs_input_grad
+        keep = None if ctx.keep is None else Tensor._wrap(ctx.keep, ctx.device)
+        if is_grad_enabled():               # the same steps in Tensor ops, p recomputed as a function of q and k
+            p = _causal_softmax_as_tensors(q @ k.transpose(-2, -1), ctx.scale)
+            dp = grad @ v.transpose(-2, -1)
+            dp, weights = (dp, p) if keep is None else (dp * keep, p * keep)
+            ds = ctx.scale * p * (dp - (dp * p).sum(-1, keepdim=True))
+            return (ds @ k if need_q else None, ds.transpose(-2, -1) @ q if need_k else None,
+                    weights.transpose(-2, -1) @ grad if need_v else None)
+        dy, ds = grad.data, None
+        if need_q or need_k:
+            dp = dy @ v.data.swapaxes(-1, -2)
+            if keep is not None:
+                dp *= ctx.keep
+            ds = causal_softmax.backward(ctx.probs, dp, ctx.scale, ctx.device)
+        grads = (ds @ k.data if need_q else None, ds.swapaxes(-1, -2) @ q.data if need_k else None,
+                 ctx.weights.swapaxes(-1, -2) @ dy if need_v else None)
+        return tuple(None if g is None else Tensor._wrap(g, ctx.device) for g in grads)
+
+
+def _causal_softmax_as_tensors(scores: Tensor, scale: float) -> Tensor:
+    """What the causal_softmax kernel computes, as a composition of Tensor ops (differentiable again)."""
+    future = causal_softmax.future_mask(devices.array_module(scores.device), *scores.shape[-2:])
+    return (scores * scale).masked_fill(Tensor._wrap(future, scores.device), float("-inf")).softmax(-1)
 
 
 class EmbeddingLookup(Function):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..tensor import Function, Tensor
+from ..tensor import Function, Tensor, is_grad_enabled
 
 
 class MatMul(Function):
@@ -59,3 +59,51 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if a.ndim == 1:
         out = out.squeeze(-2) if b.ndim > 1 else out.squeeze(-1)
     return out
+
+
+class Linear(Function):
+    """x @ weight.T (+ bias): x (..., in), weight (out, in) as PyTorch stores it, bias (out,).
+
+    One op instead of a transpose, a matmul and an add, in each direction: all rows of x (every
+    leading dimension) go through a single 2-D product. When no graph of the backward is wanted
+    (an ordinary backward) it runs on the arrays directly; with create_graph it is written in
+    Tensor ops, so that it can be differentiated again.
+    """
+
+    def forward(ctx, x, weight, bias=None):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        rows = x.data.reshape(-1, x.shape[-1])
+        out = rows @ weight.data.T
+        if bias is not None:
+            out += bias.data
+        return out.reshape(*x.shape[:-1], weight.shape[0])
+
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        need_x, need_weight = ctx.needs_input_grad[:2]
+        need_bias = ctx.has_bias and ctx.needs_input_grad[2]
+        if is_grad_enabled():
+            grad_rows, x_rows = grad.reshape(-1, grad.shape[-1]), x.reshape(-1, x.shape[-1])
+            return ((grad @ weight) if need_x else None,
+                    (grad_rows.transpose(0, 1) @ x_rows) if need_weight else None,
+                    *((grad_rows.sum(0) if need_bias else None,) if ctx.has_bias else ()))
+        grad_rows = grad.data.reshape(-1, grad.shape[-1])
+        grads = ((grad_rows @ weight.data).reshape(x.shape) if need_x else None,                    # dx = dy W
+                 (grad_rows.T @ x.data.reshape(-1, x.shape[-1])) if need_weight else None,          # dW = dy^T x
+                 *((grad_rows.sum(0) if need_bias else None,) if ctx.has_bias else ()))             # db = sum dy
+        return tuple(None if g is None else Tensor._wrap(g, ctx.device) for g in grads)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor = None) -> Tensor:
+    """x @ weight.T + bias, with weight (out_features, in_features) as in PyTorch."""
+    if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape} "
+                         f"(need input (..., {weight.shape[-1] if weight.ndim else '?'}) and weight (out, in))")
+    if bias is not None and bias.shape != weight.shape[:1]:
+        raise ValueError(f"linear: bias of shape {bias.shape} does not fit weight of shape {weight.shape} "
+                         f"(need ({weight.shape[0]},))")
+    if any(t is not None and t.dtype != x.dtype for t in (weight, bias)):     # mixed dtypes: promote as @ and + do
+        out = x @ weight.transpose(0, 1)
+        return out if bias is None else out + bias
+    return Linear.apply(x, weight) if bias is None else Linear.apply(x, weight, bias)
