@@ -32,15 +32,26 @@ def step_scalars(lr, beta1, beta2, weight_decay, step: int, decoupled: bool) -> 
 # ----------------------------------------------------------------------------- reference
 def reference_update(param, grad, exp_avg, exp_avg_sq, step_size, beta1, beta2, bias_correction2_sqrt, eps,
                      decay, l2) -> None:
+    """The update in the order PyTorch's AdamW rounds it, through one work array (no other temporary)."""
     xp = runtime.array_module_of(param)
     g = grad.astype(param.dtype, copy=False)
     if l2:
         g = g + l2 * param
     param *= decay
-    exp_avg += (1 - beta1) * (g - exp_avg)
+    work = xp.empty_like(param)                   # an array even for a 0-d param (g - m would be a scalar)
+    xp.subtract(g, exp_avg, out=work)
+    work *= 1 - beta1
+    exp_avg += work                               # m += (1 - beta1) (g - m)
+    xp.multiply(g, 1 - beta2, out=work)
+    work *= g
     exp_avg_sq *= beta2
-    exp_avg_sq += (1 - beta2) * g * g
-    param -= step_size * (exp_avg / (xp.sqrt(exp_avg_sq) / bias_correction2_sqrt + eps))
+    exp_avg_sq += work                            # v = beta2 v + (1 - beta2) g^2
+    xp.sqrt(exp_avg_sq, out=work)
+    work /= bias_correction2_sqrt
+    work += eps
+    xp.divide(exp_avg, work, out=work)
+    work *= step_size
+    param -= work                                 # p -= step_size m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 
 
 # ----------------------------------------------------------------------------- launcher

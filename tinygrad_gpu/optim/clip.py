@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import device as devices
 from ..tensor import Tensor
 
@@ -19,6 +21,8 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     if norm_type == math.inf:
         # xp.max over the per-tensor maxima, not Python's max(): that drops a nan unless it comes first
         total = xp.max(xp.stack([xp.abs(g.data).max().astype("float64") for g in grads]))
+    elif norm_type == 2:
+        total = sum(_sum_of_squares(xp, g.data) for g in grads) ** 0.5
     else:
         total = sum((xp.abs(g.data.astype("float64")) ** norm_type).sum() for g in grads) ** (1.0 / norm_type)
     total_norm = float(total)
@@ -30,3 +34,10 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         for g in grads:
             g.data *= scale
     return Tensor(total_norm, dtype=grads[0].dtype, device=device)     # in the gradients' dtype, as PyTorch
+
+
+def _sum_of_squares(xp, array):
+    """As a dot product of the array with itself: no temporary the size of the gradient. In float32 at
+    least (a float16 square overflows past 256), the total in float64."""
+    flat = array.reshape(-1).astype(np.promote_types(array.dtype, np.float32), copy=False)
+    return xp.vdot(flat, flat).astype("float64")
