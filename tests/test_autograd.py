@@ -175,6 +175,33 @@ def test_gradients_never_alias_each_other_or_the_upstream_gradient():
     np.testing.assert_allclose(upstream.numpy(), [1, 1])
 
 
+def test_slices_and_sums_accumulate_in_place_without_writing_shared_gradients():
+    """The pieces of a split send back sparse slice gradients, which the engine adds into one buffer of
+    its own; a gradient that arrives shared (Add hands the same tensor to both inputs) is read, never
+    written; a leaf keeps a sum the engine made without a copy, and later backwards add into it."""
+    rng = np.random.default_rng(0)
+    x = tg.tensor(rng.normal(size=(3, 4)), requires_grad=True)
+    a, b, c = x.split(1, dim=0)
+    out = (a + b) + a * 2 + (c * 0 + b)          # a: twice; b: twice, both shared; c: once
+    upstream = tg.tensor(rng.normal(size=(1, 4)))
+    before = upstream.numpy().copy()
+    out.backward(upstream, retain_graph=True)
+    np.testing.assert_array_equal(upstream.numpy(), before)
+    want = np.concatenate([3 * before, 2 * before, 0 * before])
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-15)
+    assert not np.shares_memory(x.grad.data, upstream.data)
+    out.backward(upstream)
+    np.testing.assert_allclose(x.grad.numpy(), 2 * want, rtol=1e-15)
+    np.testing.assert_array_equal(upstream.numpy(), before)
+
+    y = tg.tensor(rng.normal(size=(5,)), requires_grad=True)      # a leaf whose two gradients are one tensor
+    z = y + y
+    g = tg.tensor(rng.normal(size=(5,)))
+    z.backward(g)
+    np.testing.assert_allclose(y.grad.numpy(), 2 * g.numpy())
+    assert not np.shares_memory(y.grad.data, g.data)
+
+
 def test_backward_frees_saved_tensors():
     x = tg.tensor([1.0, 2.0], requires_grad=True)
     y = x * x

@@ -12,6 +12,11 @@ require grad.  ``backward`` does three things:
 3. frees what each node saved for backward (unless ``retain_graph``), so activations are
    released as soon as they have been used.
 
+Adding up gradients costs memory traffic, so step 2 is careful about it: a sum the engine has
+made itself is nobody else's array, and further contributions are added into it in place; and
+the gradient of a slice (``x[2:5]``, each piece of ``split``) arrives as a ``SliceGradient``,
+added into its place of one buffer instead of into a zero-filled copy of the whole input each.
+
 With ``create_graph=True`` the backward ops are themselves recorded, so the gradients can
 be differentiated again.
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import device as devices
 from .tensor import Tensor, set_grad_enabled
 
 
@@ -29,6 +35,53 @@ def sum_to_shape(grad: Tensor, shape: tuple) -> Tensor:
     extra = grad.ndim - len(shape)
     stretched = tuple(i + extra for i, n in enumerate(shape) if n == 1 and grad.shape[i + extra] != 1)
     return grad.sum(dim=tuple(range(extra)) + stretched, keepdim=True).reshape(shape)
+
+
+class SliceGradient:
+    """The gradient that x[index] passes back to x: `values` at `index` (ints and slices only), zero
+    everywhere else. GetItem's backward returns one when no graph is recorded; see _accumulate."""
+
+    def __init__(self, values: Tensor, shape: tuple, index):
+        self.values, self.shape, self.index = values, shape, index
+        self.dtype = values.dtype
+
+    def dense(self) -> Tensor:
+        out = devices.array_module(self.values.device).zeros(self.shape, dtype=self.dtype)
+        out[self.index] = self.values.data
+        return Tensor._wrap(out, self.values.device)
+
+
+def _dense(grad) -> Tensor:
+    return grad.dense() if isinstance(grad, SliceGradient) else grad
+
+
+def _accumulate(grads: dict, owned: set, key: int, grad, create_graph: bool) -> None:
+    """Add `grad` (a Tensor or a SliceGradient) into grads[key].
+
+    `owned` holds the keys whose gradient is an array made here (a sum, or a slice's zero buffer):
+    no op's result and no other node's gradient, so later contributions are added into it in
+    place. Anything else may be shared (Add's backward hands one gradient to both inputs) and is
+    never written to.
+    """
+    previous = grads.get(key)
+    if previous is None:
+        grads[key] = grad                       # a SliceGradient stays sparse until another one comes
+        return
+    if create_graph or previous.dtype != grad.dtype:       # recorded (or promoting) sums: new tensors
+        grads[key] = _dense(previous) + _dense(grad)
+        return
+    if key not in owned:                        # the first sum makes a buffer of the engine's own
+        if not isinstance(previous, SliceGradient) and not isinstance(grad, SliceGradient):
+            grads[key] = previous + grad
+            owned.add(key)
+            return
+        previous = previous.dense() if isinstance(previous, SliceGradient) else previous.clone()
+        owned.add(key)
+    if isinstance(grad, SliceGradient):
+        previous.data[grad.index] += grad.values.data
+    else:
+        previous.data += grad.data
+    grads[key] = previous
 
 
 def _topological_order(roots) -> list:
@@ -73,10 +126,12 @@ def _root_gradients(outputs, grad_outputs) -> list:
     return grads
 
 
-def _accumulate_into_leaf(leaf: Tensor, grad: Tensor, create_graph: bool) -> None:
+def _accumulate_into_leaf(leaf: Tensor, grad: Tensor, create_graph: bool, made_here: bool) -> None:
     """PyTorch's rule: leaf gradients add up across backward calls until someone zeroes them."""
     if leaf.grad is None:
-        leaf.grad = grad.clone()            # a copy: never alias the upstream gradient or another leaf's
+        # a copy, never an alias of the upstream gradient or another leaf's; but a sum the engine
+        # made is nobody else's array
+        leaf.grad = grad if made_here else grad.clone()
     elif create_graph or leaf.grad.requires_grad:
         leaf.grad = leaf.grad + grad        # keep the graph of the old gradient intact
     else:
@@ -110,16 +165,20 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                                       and any(c is not None and id(c) in leads_to_input for c in node.next_nodes)):
                 leads_to_input.add(id(node))
 
+    owned = set()
     with set_grad_enabled(create_graph):
         for node in order:
             grad = grads.pop(id(node), None)
             if grad is None:
                 continue
+            made_here = id(node) in owned or isinstance(grad, SliceGradient)
+            owned.discard(id(node))
+            grad = _dense(grad)
             if wanted is not None and id(node) in wanted:
                 captured[id(node)] = grad
             if isinstance(node, Tensor):
                 if wanted is None:
-                    _accumulate_into_leaf(node, grad, create_graph)
+                    _accumulate_into_leaf(node, grad, create_graph, made_here)
                 continue
             if wanted is not None and id(node) not in leads_to_input:
                 continue
@@ -135,9 +194,9 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
             for child, shape, child_grad in zip(node.next_nodes, node.input_meta, input_grads):
                 if child is None or child_grad is None:
                     continue
-                child_grad = sum_to_shape(child_grad, shape)
-                previous = grads.get(id(child))
-                grads[id(child)] = child_grad if previous is None else previous + child_grad
+                if not isinstance(child_grad, SliceGradient):
+                    child_grad = sum_to_shape(child_grad, shape)
+                _accumulate(grads, owned, id(child), child_grad, create_graph)
     return captured
 
 

@@ -13,7 +13,8 @@ import numpy as np
 
 from .. import device as devices
 from .. import dtypes
-from ..tensor import Function, Tensor
+from ..autograd import SliceGradient
+from ..tensor import Function, Tensor, is_grad_enabled
 
 
 def shape_arg(shape) -> tuple:
@@ -184,6 +185,9 @@ class GetItem(Function):
             raise IndexError(f"getitem: {e} (tensor shape {x.shape})") from None
 
     def backward(ctx, grad):
+        if ctx.basic and not is_grad_enabled():
+            # sparse: the engine adds it into one buffer with its neighbours' (the pieces of a split)
+            return SliceGradient(grad, ctx.input_shape, ctx.index)
         return AddAtIndex.apply(grad, shape=ctx.input_shape, index=ctx.index, basic=ctx.basic)
 
 
