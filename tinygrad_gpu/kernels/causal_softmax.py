@@ -28,11 +28,13 @@ def _bias(xp, L: int, S: int, dtype):
     return _causal_bias[key]
 
 
-def reference_forward(scores, scale: float):
-    """softmax over the last dim of scale * scores + causal mask, in one buffer (in place after the
-    first product: fresh arrays of this size are what a CPU step spends its time on)."""
+def reference_forward(scores, scale: float, overwrite: bool = False):
+    """softmax over the last dim of scale * scores + causal mask, in one buffer: a copy of scores, or
+    scores itself with overwrite=True (fresh arrays of this size are what a CPU step spends its
+    time on)."""
     xp = runtime.array_module_of(scores)
-    z = scores * scale
+    z = scores if overwrite else scores.copy()
+    z *= scale
     z += _bias(xp, *scores.shape[-2:], z.dtype)
     z -= z.max(axis=-1, keepdims=True)
     xp.exp(z, out=z)
@@ -40,10 +42,14 @@ def reference_forward(scores, scale: float):
     return z
 
 
-def reference_backward(probs, dprobs, scale: float):
-    dot = (probs * dprobs).sum(axis=-1, keepdims=True)
-    out = dprobs - dot
-    out *= probs                                  # probs = 0 where masked, so masked entries get 0
+def reference_backward(probs, dprobs, scale: float, overwrite: bool = False):
+    """scale p (dp - sum_j p_j dp_j), in dprobs' memory with overwrite=True. Masked entries have p = 0,
+    so their gradient is 0."""
+    xp = runtime.array_module_of(probs)
+    dot = xp.einsum("...j,...j->...", probs, dprobs)[..., None]
+    out = dprobs if overwrite else dprobs.copy()
+    out -= dot
+    out *= probs
     out *= scale
     return out
 
@@ -61,13 +67,15 @@ def _rows(kernel: str, device: str, out_like, inputs, scale: float):
     return out
 
 
-def forward(scores, scale: float, device: str):
+def forward(scores, scale: float, device: str, overwrite: bool = False):
+    """overwrite=True: scores is the caller's scratch, which the NumPy reference may compute in."""
     if not runtime.use_kernel(device, scores):
-        return reference_forward(scores, scale)
+        return reference_forward(scores, scale, overwrite)
     return _rows("causal_softmax_forward", device, scores, [scores], scale)
 
 
-def backward(probs, dprobs, scale: float, device: str):
+def backward(probs, dprobs, scale: float, device: str, overwrite: bool = False):
+    """overwrite=True: dprobs is the caller's scratch, which the NumPy reference may compute in."""
     if not runtime.use_kernel(device, probs, dprobs):
-        return reference_backward(probs, dprobs, scale)
+        return reference_backward(probs, dprobs, scale, overwrite)
     return _rows("causal_softmax_backward", device, probs, [probs, dprobs], scale)

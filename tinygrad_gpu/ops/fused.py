@@ -99,7 +99,8 @@ class CausalAttention(Function):
     def forward(ctx, q, k, v, scale, dropout_p):
         ctx.save_for_backward(q, k, v)
         ctx.scale, ctx.keep = scale, None
-        ctx.probs = weights = causal_softmax.forward(q.data @ k.data.swapaxes(-1, -2), scale, ctx.device)
+        scores = q.data @ k.data.swapaxes(-1, -2)                   # ours alone: computed over in place
+        ctx.probs = weights = causal_softmax.forward(scores, scale, ctx.device, overwrite=True)
         if dropout_p:
             draws = random.generator(ctx.device).random(weights.shape, dtype=np.float32)
             ctx.keep = (draws >= dropout_p).astype(weights.dtype) * weights.dtype.type(1 / (1 - dropout_p))
@@ -123,7 +124,7 @@ class CausalAttention(Function):
             dp = dy @ v.data.swapaxes(-1, -2)
             if keep is not None:
                 dp *= ctx.keep
-            ds = causal_softmax.backward(ctx.probs, dp, ctx.scale, ctx.device)
+            ds = causal_softmax.backward(ctx.probs, dp, ctx.scale, ctx.device, overwrite=True)
         grads = (ds @ k.data if need_q else None, ds.swapaxes(-1, -2) @ q.data if need_k else None,
                  ctx.weights.swapaxes(-1, -2) @ dy if need_v else None)
         return tuple(None if g is None else Tensor._wrap(g, ctx.device) for g in grads)
