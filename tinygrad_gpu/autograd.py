@@ -55,17 +55,19 @@ def _dense(grad) -> Tensor:
     return grad.dense() if isinstance(grad, SliceGradient) else grad
 
 
-def _accumulate(grads: dict, owned: set, key: int, grad, create_graph: bool) -> None:
+def _accumulate(grads: dict, owned: set, key: int, grad, create_graph: bool, fresh: bool) -> None:
     """Add `grad` (a Tensor or a SliceGradient) into grads[key].
 
-    `owned` holds the keys whose gradient is an array made here (a sum, or a slice's zero buffer):
-    no op's result and no other node's gradient, so later contributions are added into it in
-    place. Anything else may be shared (Add's backward hands one gradient to both inputs) and is
-    never written to.
+    `owned` holds the keys whose gradient is an array nobody else holds: a sum or a slice's zero
+    buffer made here, or a fresh result of a backward (Function.fresh_gradients). Later
+    contributions are added into it in place. Anything else may be shared (Add's backward hands
+    one gradient to both inputs) and is never written to.
     """
     previous = grads.get(key)
     if previous is None:
         grads[key] = grad                       # a SliceGradient stays sparse until another one comes
+        if fresh and not create_graph and not isinstance(grad, SliceGradient):
+            owned.add(key)
         return
     if create_graph or previous.dtype != grad.dtype:       # recorded (or promoting) sums: new tensors
         grads[key] = _dense(previous) + _dense(grad)
@@ -196,7 +198,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                     continue
                 if not isinstance(child_grad, SliceGradient):
                     child_grad = sum_to_shape(child_grad, shape)
-                _accumulate(grads, owned, id(child), child_grad, create_graph)
+                _accumulate(grads, owned, id(child), child_grad, create_graph, node.fresh_gradients)
     return captured
 
 

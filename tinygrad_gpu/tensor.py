@@ -78,6 +78,10 @@ class Function:
     """
 
     saves_output = False          # set True when backward needs the forward's result
+    # Set True when backward, run without a graph, returns arrays it has just made (not the incoming
+    # gradient, a view of it, or a saved tensor): the engine may add into them in place, and a leaf
+    # may keep one as its .grad without a copy.
+    fresh_gradients = False
     float_only = False            # set True when integer inputs must be computed as floats (division)
     _ENGINE_FIELDS = ("next_nodes", "input_meta", "needs_input_grad", "recording", "freed", "device")
 

@@ -141,7 +141,7 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor = None, bias: Tensor 
         n = math.prod(normalized_shape)
         weight = weight.reshape(n) if weight is not None else ones(n, dtype=x.dtype, device=x.device)
         bias = bias.reshape(n) if bias is not None else zeros(n, dtype=x.dtype, device=x.device)
-        return fused.LayerNormRows.apply(x.reshape(-1, n), weight, bias, eps=eps).reshape(x.shape)
+        return fused.LayerNormRows.apply(x, weight, bias, eps=eps)
     dims = tuple(range(x.ndim - k, x.ndim))
     mean = x.mean(dims, keepdim=True)
     centered = x - mean

@@ -50,9 +50,8 @@ class CausalSelfAttention(Module):
 
     def forward(self, x):
         B, T, C = x.shape
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        # (B, T, C) -> (B, n_head, T, head_size): each head attends independently
-        q, k, v = (t.reshape(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        # (B, T, 3C) -> q, k and v, each (B, n_head, T, head_size): each head attends independently
+        q, k, v = self.c_attn(x).reshape(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                            dropout_p=self.attn_dropout.p if self.training else 0.0)
         y = y.transpose(1, 2).reshape(B, T, C)       # heads side by side again

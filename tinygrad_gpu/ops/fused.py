@@ -24,6 +24,8 @@ from ..tensor import Function, Tensor, is_grad_enabled
 class CrossEntropyRows(Function):
     """The loss of each row of (N, C) logits against (N,) class indices; 0 where the index is ignored."""
 
+    fresh_gradients = True
+
     def forward(ctx, logits, labels, ignore_index, label_smoothing):
         ctx.save_for_backward(logits, labels)
         ctx.ignore_index, ctx.smoothing = ignore_index, label_smoothing
@@ -45,32 +47,41 @@ class CrossEntropyRows(Function):
 
 
 class LayerNormRows(Function):
-    """Layer norm of each row of (rows, n) x, scaled by weight (n,) and shifted by bias (n,)."""
+    """Layer norm over the last n values of x (..., n), scaled by weight (n,) and shifted by bias (n,):
+    the kernel sees x as (rows, n), every leading dimension a row."""
+
+    fresh_gradients = True
 
     def forward(ctx, x, weight, bias, eps):
         ctx.save_for_backward(x, weight)
         ctx.eps = eps
-        out, ctx.mean, ctx.rstd = layernorm.forward(x.data, weight.data, bias.data, eps, ctx.device)
-        return out
+        rows = x.data.reshape(-1, weight.shape[0])
+        out, ctx.mean, ctx.rstd = layernorm.forward(rows, weight.data, bias.data, eps, ctx.device)
+        return out.reshape(x.shape)
 
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
         _, need_weight, need_bias = ctx.needs_input_grad
+        n = weight.shape[0]
         if is_grad_enabled():
+            x, grad = x.reshape(-1, n), grad.reshape(-1, n)
             centered = x - x.mean(1, keepdim=True)
             rstd = ((centered * centered).mean(1, keepdim=True) + ctx.eps).rsqrt()
             xhat = centered * rstd
             g = grad * weight
             dx = rstd * (g - g.mean(1, keepdim=True) - xhat * (g * xhat).mean(1, keepdim=True))
-            return dx, (grad * xhat).sum(0) if need_weight else None, grad.sum(0) if need_bias else None
-        dx, dweight, dbias = layernorm.backward(x.data, weight.data, ctx.mean, ctx.rstd, grad.data,
-                                                need_weight or need_bias, ctx.device)
+            return (dx.reshape(ctx.input_meta[0]), (grad * xhat).sum(0) if need_weight else None,
+                    grad.sum(0) if need_bias else None)
+        dx, dweight, dbias = layernorm.backward(x.data.reshape(-1, n), weight.data, ctx.mean, ctx.rstd,
+                                                grad.data.reshape(-1, n), need_weight or need_bias, ctx.device)
         return tuple(None if a is None or not needed else Tensor._wrap(a, ctx.device)
-                     for a, needed in zip((dx, dweight, dbias), (True, need_weight, need_bias)))
+                     for a, needed in zip((dx.reshape(x.shape), dweight, dbias), (True, need_weight, need_bias)))
 
 
 class GeluTanh(Function):
     """GELU with the tanh approximation."""
+
+    fresh_gradients = True
 
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -95,6 +106,8 @@ class CausalAttention(Function):
         dv = (p keep)^T dy      dp = (dy v^T) keep      ds = softmax backward of dp (scale included)
         dq = ds k               dk = ds^T q
     """
+
+    fresh_gradients = True
 
     def forward(ctx, q, k, v, scale, dropout_p):
         ctx.save_for_backward(q, k, v)
@@ -138,6 +151,8 @@ def _causal_softmax_as_tensors(scores: Tensor, scale: float) -> Tensor:
 
 class EmbeddingLookup(Function):
     """weight[ids]: a gather.  Its gradient is EmbeddingScatter, whose gradient is this again."""
+
+    fresh_gradients = True
 
     def forward(ctx, weight, ids):
         ctx.ids, ctx.n_embeddings = ids, weight.shape[0]

@@ -70,6 +70,8 @@ class Linear(Function):
     Tensor ops, so that it can be differentiated again.
     """
 
+    fresh_gradients = True
+
     def forward(ctx, x, weight, bias=None):
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
