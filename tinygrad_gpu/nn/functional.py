@@ -97,12 +97,13 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
     # One row of class scores per target: classes last, everything else flattened.
     rows = input.movedim(class_dim, -1).reshape(-1, n_classes) if input.ndim >= 2 else input.reshape(1, n_classes)
     labels = target.reshape(-1)
-    kept = labels != ignore_index
-    bad = kept & ((labels < 0) | (labels >= n_classes))
-    if bad.any().item():
-        value = labels[bad][0].item()
-        raise IndexError(f"cross_entropy: target {value} is out of range for {n_classes} classes "
+    ids = labels.data                                    # checked on the arrays: no graph to record here
+    kept_ids = ids != ignore_index
+    bad = kept_ids & ((ids < 0) | (ids >= n_classes))
+    if bad.any():
+        raise IndexError(f"cross_entropy: target {ids[bad][0].item()} is out of range for {n_classes} classes "
                          f"(valid: 0..{n_classes - 1}, or ignore_index={ignore_index})")
+    kept = Tensor._wrap(kept_ids, labels.device)
     if _use_fused(rows):
         nll = fused.CrossEntropyRows.apply(rows, labels, ignore_index=ignore_index, label_smoothing=label_smoothing)
     else:
@@ -116,7 +117,8 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
         return nll.reshape(target.shape)
     if reduction == "sum":
         return nll.sum()
-    return nll.sum() / kept.sum().to(dtype=nll.dtype)       # 0 kept targets gives nan, as in PyTorch
+    count = Tensor._wrap(kept_ids.sum().astype(nll.dtype), labels.device)
+    return nll.sum() / count                                # 0 kept targets gives nan, as in PyTorch
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
