@@ -237,3 +237,23 @@ def test_unbatched_lstm_matches_torch():
     assert out.shape == (5, 4) and h.shape == (1, 4)
     for a, b in ((out, t_out), (h, t_h), (c, t_c)):
         assert report("unbatched lstm", a.numpy(), b.detach().numpy())[1] < 1e-12
+
+
+@pytest.mark.parametrize("stream", ["nanogpt", "ours"])
+def test_both_engines_train_alike_on_one_random_stream(stream):
+    """benchmarks/quality_vs_nanogpt.py: on nanoGPT's replayed stream and on ours, our engine and
+    PyTorch print the same evaluations and the same whole-split val loss (a short, small run)."""
+    import re
+    import subprocess
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
+                          "quality_vs_nanogpt.py")
+    flags = ["--stream", stream, "--max-iters", "8", "--eval-interval", "4", "--eval-iters", "2", "--n-layer", "2",
+             "--n-head", "2", "--n-embd", "32", "--block-size", "16", "--batch-size", "4", "--warmup-iters", "2"]
+    losses = {}
+    for engine in ("ours", "torch"):
+        out = subprocess.run([sys.executable, script, "--engine", engine, *flags], capture_output=True, text=True,
+                             check=True).stdout
+        losses[engine] = [float(v) for v in re.findall(r"loss (\d+\.\d+)", out)]
+    assert len(losses["ours"]) == 7                    # 3 evaluations x (train, val), then the whole split
+    np.testing.assert_allclose(losses["ours"], losses["torch"], atol=2e-4)
+    assert losses["ours"][-2] < losses["ours"][1]      # and it learned something
