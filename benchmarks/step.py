@@ -147,7 +147,47 @@ def worker_ours(args, setup) -> dict:
         profile.disable()
         print(f"cProfile over {count} more step(s) of ours, top 25 by tottime:")
         pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(25)
+        print_op_times(step, sync, max(3, min(20, args.steps)))
     return result
+
+
+def print_op_times(step, sync, steps: int) -> None:
+    """Milliseconds per step inside each op's forward and backward (every Function's methods wrapped
+    with a clock, then restored), largest first; what is left of the step is the engine's Python."""
+    from tinygrad_gpu.tensor import Function
+    totals, originals = {}, []
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    def clocked(method, key):
+        def run(*args, **options):
+            start = time.perf_counter()
+            try:
+                return method(*args, **options)
+            finally:
+                totals[key] = totals.get(key, 0.0) + time.perf_counter() - start
+        return run
+    for cls in set(subclasses(Function)):
+        for name in ("forward", "backward"):
+            if name in cls.__dict__:
+                originals.append((cls, name, cls.__dict__[name]))
+                setattr(cls, name, clocked(cls.__dict__[name], f"{cls.__name__}.{name}"))
+    try:
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+            sync()
+        total = (time.perf_counter() - start) * 1e3 / steps
+    finally:
+        for cls, name, method in originals:
+            setattr(cls, name, method)
+    print(f"time inside each op over {steps} more steps of ours (ms per step; a backward that calls ops "
+          f"counts their time too), step {total:.1f} ms:")
+    for key, seconds in sorted(totals.items(), key=lambda item: -item[1])[:20]:
+        print(f"  {seconds * 1e3 / steps:7.2f}  {key}")
 
 
 def worker_torch(args, setup) -> dict:

@@ -55,6 +55,16 @@ def test_tiny_run_of_ours_and_numpy(tmp_path, capsys):
     assert rows["ours"]["loss_last"] < rows["ours"]["loss_first"]
 
 
+def test_profile_shows_cprofile_and_the_time_inside_each_op(capsys):
+    assert benchmark.main(TINY + ["--only", "ours", "--profile"]) == 0
+    text = capsys.readouterr().out
+    assert "cProfile over" in text
+    ops = re.findall(r"\[ours\]\s+(\d+\.\d+)\s+(\w+)\.(forward|backward)", text)
+    assert {"Linear", "CausalAttention", "LayerNormRows", "GeluTanh"} <= {name for _, name, _ in ops}
+    step_ms = float(re.search(r"step (\d+\.\d+) ms:", text).group(1))
+    assert 0 < sum(float(ms) for ms, _, direction in ops if direction == "forward") < step_ms
+
+
 @pytest.mark.skipif(torch_importable(), reason="torch is installed here")
 def test_missing_torch_is_a_row_not_a_traceback(capsys):
     assert benchmark.main(TINY + ["--only", "torch"]) == 0

@@ -112,7 +112,7 @@ class CausalAttention(Function):
     def forward(ctx, q, k, v, scale, dropout_p):
         ctx.save_for_backward(q, k, v)
         ctx.scale, ctx.keep = scale, None
-        scores = q.data @ k.data.swapaxes(-1, -2)                   # ours alone: computed over in place
+        scores = q.data @ k.data.swapaxes(-1, -2)           # a fresh array: the softmax may overwrite it
         ctx.probs = weights = causal_softmax.forward(scores, scale, ctx.device, overwrite=True)
         if dropout_p:
             draws = random.generator(ctx.device).random(weights.shape, dtype=np.float32)
