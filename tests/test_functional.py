@@ -426,6 +426,35 @@ def test_causal_attention_dropout_drops_the_same_weights_both_ways():
     check_op(fn, None, q, k, v, second_order=True)
 
 
+def test_half_precision_layer_norm_and_gelu_compute_in_float32():
+    """float16 data: the references square and sum in float32, so rows of large values (sums of
+    squares past 65504) and GELU's slope at |x| = 300 (x^2 past 65504) stay right."""
+    rng = np.random.default_rng(0)
+    x64 = rng.standard_normal((4, 768)) * 10
+    x = tg.tensor(x64.astype(np.float16), requires_grad=True)
+    y = F.layer_norm(x, (768,))
+    x16 = x64.astype(np.float16).astype(np.float64)
+    want = (x16 - x16.mean(1, keepdims=True)) / np.sqrt(x16.var(1, keepdims=True) + 1e-5)
+    assert y.dtype == tg.float16
+    np.testing.assert_allclose(y.numpy(), want, atol=4e-3)
+    y.sum().backward()
+    assert np.isfinite(x.grad.numpy()).all() and np.abs(x.grad.numpy()).max() < 1e-2   # d(sum)/dx is ~0
+    g = tg.tensor(np.array([300.0, -300.0, 1000.0, 1.0], np.float16), requires_grad=True)
+    F.gelu(g, approximate="tanh").sum().backward()
+    np.testing.assert_allclose(g.grad.numpy(), [1.0, 0.0, 1.0, 1.0829], atol=2e-3)
+
+
+def test_attention_dropout_p_is_checked_and_one_drops_everything():
+    q = tg.ones(1, 3, 4, requires_grad=True)
+    for p in (-0.5, 1.5):
+        with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\], got"):
+            F.scaled_dot_product_attention(q, q, q, is_causal=True, dropout_p=p)
+    out = F.scaled_dot_product_attention(q, q, q, is_causal=True, dropout_p=1.0)
+    assert (out.numpy() == 0).all()
+    out.sum().backward()
+    assert (q.grad.numpy() == 0).all()
+
+
 def test_attention_errors():
     q = tg.zeros(1, 1, 2, 3)
     with pytest.raises(ValueError, match="attn_mask.*is_causal|is_causal.*attn_mask"):

@@ -59,12 +59,13 @@ def _backward(x, dy, out):
 
 
 def _in_place(compute, x, *others):
-    """compute(x, *others, out=...) on 1-D views (out= cannot take NumPy's 0-d scalars), chunk by chunk."""
-    xp = runtime.array_module_of(x)
-    out = xp.empty(x.size, x.dtype)
+    """compute(x, *others, out=...) on 1-D views (out= cannot take NumPy's 0-d scalars), chunk by chunk,
+    in float32 at least (the cap on x^2 above must be a finite number)."""
+    xp, work = runtime.array_module_of(x), runtime.working_dtype(x.dtype)
+    out = xp.empty(x.size, work)
     with _overflow_is_expected(xp):
-        runtime.by_chunks(compute, x.reshape(-1), *(a.reshape(-1) for a in others), out=out)
-    return out.reshape(x.shape)
+        runtime.by_chunks(compute, *(a.reshape(-1).astype(work, copy=False) for a in (x, *others)), out=out)
+    return out.reshape(x.shape).astype(x.dtype, copy=False)
 
 
 def _overflow_is_expected(xp):

@@ -18,20 +18,23 @@ FILE = "layernorm.cu"
 # made is a pass over memory saved, and those passes are what layer norm costs on a CPU.
 
 def reference_forward(x, weight, bias, eps: float):
-    xp, n = runtime.array_module_of(x), x.shape[1]
+    xp, n, dtype = runtime.array_module_of(x), x.shape[1], x.dtype
+    x = x.astype(runtime.working_dtype(dtype), copy=False)
     mean = x.mean(axis=1)
     out = x - mean[:, None]                                   # centred
     rstd = 1 / xp.sqrt(xp.einsum("ij,ij->i", out, out) / n + eps)
     out *= rstd[:, None]                                      # xhat: mean 0, variance 1
     out *= weight
     out += bias
-    return out.astype(x.dtype, copy=False), mean.astype(x.dtype, copy=False), rstd.astype(x.dtype, copy=False)
+    return out.astype(dtype, copy=False), mean.astype(dtype, copy=False), rstd.astype(dtype, copy=False)
 
 
 def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True):
     """dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout * weight: the two means remove what
     normalising cancels (a shift and a rescaling). dweight = sum of dout xhat, dbias = sum of dout."""
-    xp, n = runtime.array_module_of(x), x.shape[1]
+    xp, n, dtype = runtime.array_module_of(x), x.shape[1], x.dtype
+    work = runtime.working_dtype(dtype)
+    x, mean, rstd, dout = (a.astype(work, copy=False) for a in (x, mean, rstd, dout))
     xhat = x - mean[:, None]
     xhat *= rstd[:, None]
     dweight = dbias = None
@@ -43,7 +46,7 @@ def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True):
     g -= xhat
     g -= mean_g[:, None]
     g *= rstd[:, None]
-    return tuple(None if a is None else a.astype(x.dtype, copy=False) for a in (g, dweight, dbias))
+    return tuple(None if a is None else a.astype(dtype, copy=False) for a in (g, dweight, dbias))
 
 
 # ----------------------------------------------------------------------------- launcher

@@ -137,6 +137,12 @@ def contiguous(xp, array, dtype=None):
 
 
 # ----------------------------------------------------------------------------- the references on a CPU
+def working_dtype(dtype):
+    """What a reference computes in: float16 data in float32, as the kernels accumulate (squares
+    and sums of half-precision values overflow at 65504); float32 and float64 as they are."""
+    return np.promote_types(dtype, np.float32)
+
+
 CHUNK = 1 << 16            # elements: four float32 arrays of this size fit in a CPU core's L2 cache
 
 

@@ -116,7 +116,8 @@ class CausalAttention(Function):
         ctx.probs = weights = causal_softmax.forward(scores, scale, ctx.device, overwrite=True)
         if dropout_p:
             draws = random.generator(ctx.device).random(weights.shape, dtype=np.float32)
-            ctx.keep = (draws >= dropout_p).astype(weights.dtype) * weights.dtype.type(1 / (1 - dropout_p))
+            scale_kept = 1 / (1 - dropout_p) if dropout_p < 1 else 0.0      # p = 1 keeps nothing
+            ctx.keep = (draws >= dropout_p).astype(weights.dtype) * weights.dtype.type(scale_kept)
             weights = weights * ctx.keep
         ctx.weights = weights
         return weights @ v.data
