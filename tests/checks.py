@@ -73,3 +73,18 @@ def check_op(fn, reference, *arrays, atol=1e-7, rtol=1e-6, grad_atol=1e-5, grad_
             assert not xp.shares_memory(grads[i], grads[j]), "two inputs' gradients share memory"
     if second_order:
         tg.gradgradcheck(fn, tensors, atol=grad_atol, rtol=grad_rtol)
+
+
+def overfit(loss_of_batch, optimizer, max_steps: int = 300, stop_below: float = 0.01) -> list:
+    """Train on one fixed batch until the loss drops below `stop_below` (or max_steps); the losses.
+    A model that cannot memorise one batch has a bug in its forward, its backward or its update."""
+    losses = []
+    for _ in range(max_steps):
+        loss = loss_of_batch()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        if losses[-1] < stop_below:
+            break
+    return losses

@@ -218,43 +218,23 @@ def raise_boom(*args, **kwargs):
     raise Boom("interrupted")
 
 
+def raise_keyboard_interrupt(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
 NEW_STATE = {"model": {"w": tg.tensor([9.0, 9.0])}, "step": 2}
 
 
-def test_interrupted_rename_leaves_previous_checkpoint(previous, monkeypatch):
+@pytest.mark.parametrize("module, name, failure, error", [
+    (os, "replace", raise_boom, Boom),                                    # the rename
+    (os, "fsync", raise_boom, Boom),                  # after the temporary file has bytes in it
+    (os, "replace", raise_keyboard_interrupt, KeyboardInterrupt),         # Ctrl-C in the middle of a save
+    (safetensors.numpy, "save", raise_boom, Boom),                        # the serializer
+], ids=["rename", "write", "keyboard-interrupt", "serializer"])
+def test_interrupted_save_leaves_previous_checkpoint(previous, monkeypatch, module, name, failure, error):
     path, data = previous
-    monkeypatch.setattr(os, "replace", raise_boom)
-    with pytest.raises(Boom):
-        tg.save(NEW_STATE, path)
-    monkeypatch.undo()
-    assert_previous_intact(path, data)
-
-
-def test_interrupted_write_leaves_previous_checkpoint(previous, monkeypatch):
-    path, data = previous
-    monkeypatch.setattr(os, "fsync", raise_boom)           # fails after the temporary file has bytes in it
-    with pytest.raises(Boom):
-        tg.save(NEW_STATE, path)
-    monkeypatch.undo()
-    assert_previous_intact(path, data)
-
-
-def test_keyboard_interrupt_during_save_leaves_previous_checkpoint(previous, monkeypatch):
-    path, data = previous
-
-    def interrupt(*args, **kwargs):
-        raise KeyboardInterrupt
-    monkeypatch.setattr(os, "replace", interrupt)
-    with pytest.raises(KeyboardInterrupt):
-        tg.save(NEW_STATE, path)
-    monkeypatch.undo()
-    assert_previous_intact(path, data)
-
-
-def test_failing_serializer_leaves_previous_checkpoint(previous, monkeypatch):
-    path, data = previous
-    monkeypatch.setattr(safetensors.numpy, "save", raise_boom)
-    with pytest.raises(Boom):
+    monkeypatch.setattr(module, name, failure)
+    with pytest.raises(error):
         tg.save(NEW_STATE, path)
     monkeypatch.undo()
     assert_previous_intact(path, data)

@@ -13,6 +13,8 @@ import tinygrad_gpu as tg
 from tinygrad_gpu import nn
 from tinygrad_gpu.nn import GPT, GPTConfig
 
+from checks import overfit
+
 TINY = dict(block_size=8, vocab_size=13, n_layer=2, n_head=2, n_embd=8)
 
 
@@ -204,15 +206,7 @@ def test_tiny_gpt_overfits_one_batch():
     x, y = tg.tensor(data[:, :-1]), tg.tensor(data[:, 1:])          # with different next tokens (loss > 0)
     optimizer = model.configure_optimizers(weight_decay=0.0, learning_rate=1e-2, betas=(0.9, 0.99))
     start = time.perf_counter()
-    losses = []
-    for step in range(300):
-        _, loss = model(x, y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        if loss.item() < 0.01:
-            break
+    losses = overfit(lambda: model(x, y)[1], optimizer)
     seconds = time.perf_counter() - start
     print(f"GPT overfit: loss {losses[0]:.4f} -> {losses[-1]:.4f} in {len(losses)} steps, {seconds:.2f} s")
     assert abs(losses[0] - math.log(V)) < 0.1

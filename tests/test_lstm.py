@@ -11,6 +11,8 @@ import tinygrad_gpu as tg
 from tinygrad_gpu import nn
 import tinygrad_gpu.nn.functional as F
 
+from checks import overfit
+
 
 def sigmoid(x):
     return 1 / (1 + np.exp(-x))
@@ -168,15 +170,7 @@ def test_tiny_lstm_language_model_overfits_one_batch():
     x, y = tg.tensor(data[:, :-1]), tg.tensor(data[:, 1:])     # with different next tokens (loss > 0)
     optimizer = tg.optim.Adam(model.parameters(), lr=0.03)
     start = time.perf_counter()
-    losses = []
-    for step in range(300):
-        loss = F.cross_entropy(model(x).reshape(B * T, vocab), y.reshape(-1))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        if loss.item() < 0.01:
-            break
+    losses = overfit(lambda: F.cross_entropy(model(x).reshape(B * T, vocab), y.reshape(-1)), optimizer)
     seconds = time.perf_counter() - start
     print(f"LSTM overfit: loss {losses[0]:.4f} -> {losses[-1]:.4f} in {len(losses)} steps, {seconds:.2f} s")
     assert abs(losses[0] - math.log(vocab)) < 0.3
