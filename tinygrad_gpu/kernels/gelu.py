@@ -58,6 +58,30 @@ def _backward(x, dy, out):
     t *= dy
 
 
+def _forward_and_slope(x, slope, out):
+    """out = gelu(x), rounded exactly as _forward rounds it, and slope = gelu'(x), _backward's formula
+    for dy = 1, in one pass over the data: a training step's forward keeps the slope, and its
+    backward is then one multiplication instead of recomputing tanh. The cap on x^2 is _backward's."""
+    xp = runtime.array_module_of(x)
+    xp.multiply(x, x, out=slope)
+    xp.minimum(slope, 1e30, out=slope)
+    xp.multiply(slope, K * C, out=out)
+    out += K
+    out *= x
+    t = xp.tanh(out, out=out)
+    slope *= 1.5 * K * C
+    slope += 0.5 * K              # b, as in _backward
+    scratch = xp.subtract(1, t)   # 1 - t; a chunk-sized array, which the allocator hands back each chunk
+    slope *= scratch
+    t += 1                        # t <- 1 + t
+    slope *= t                    # b (1 - t^2)
+    slope *= x
+    xp.multiply(t, 0.5, out=scratch)
+    slope += scratch              # + 0.5 (1 + t)
+    t *= x
+    t *= 0.5                      # out = 0.5 x (1 + t)
+
+
 def _in_place(compute, x, *others):
     """compute(x, *others, out=...) on 1-D views (out= cannot take NumPy's 0-d scalars), chunk by chunk,
     in float32 at least (the cap on x^2 above must be a finite number)."""
@@ -81,6 +105,14 @@ def reference_backward(x, dy):
     return _in_place(_backward, x, dy)
 
 
+def reference_forward_and_slope(x):
+    """(gelu(x), gelu'(x)); reference_backward(x, dy) is dy times the second, up to rounding."""
+    work = runtime.working_dtype(x.dtype)
+    slope = runtime.array_module_of(x).empty(x.shape, work)
+    out = _in_place(_forward_and_slope, x, slope.reshape(-1))
+    return out, slope
+
+
 # ----------------------------------------------------------------------------- launcher
 def _elementwise(kernel: str, device: str, *inputs):
     xp = devices.array_module(device)
@@ -98,7 +130,20 @@ def forward(x, device: str):
     return _elementwise("gelu_forward", device, x)
 
 
-def backward(x, dy, device: str):
+def forward_keeping_slope(x, device: str):
+    """(out, slope) for a forward whose backward will follow: slope is gelu'(x) where the NumPy
+    reference runs, None where the kernel does. A CPU saves a third of GELU's time by keeping the
+    slope instead of recomputing tanh in the backward; a GPU recomputes it for free (its time
+    goes to moving memory, not to arithmetic)."""
+    if not runtime.use_kernel(device, x):
+        return reference_forward_and_slope(x)
+    return forward(x, device), None
+
+
+def backward(x, dy, device: str, slope=None):
+    """dx for the output's gradient dy; `slope` is what forward() kept, if anything."""
+    if slope is not None:
+        return (slope * dy).astype(dy.dtype, copy=False)
     if not runtime.use_kernel(device, x, dy):
         return reference_backward(x, dy)
     return _elementwise("gelu_backward", device, x, dy)

@@ -85,13 +85,16 @@ class GeluTanh(Function):
 
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return gelu.forward(x.data, ctx.device)
+        if not ctx.recording:
+            return gelu.forward(x.data, ctx.device)
+        out, ctx.slope = gelu.forward_keeping_slope(x.data, ctx.device)
+        return out
 
     def backward(ctx, grad):
         if is_grad_enabled():               # the unfused op's backward is already written in Tensor ops
             return _GeluTanhOp.backward(ctx, grad)
         (x,) = ctx.saved_tensors
-        return Tensor._wrap(gelu.backward(x.data, grad.data, ctx.device), ctx.device)
+        return Tensor._wrap(gelu.backward(x.data, grad.data, ctx.device, ctx.slope), ctx.device)
 
 
 class CausalAttention(Function):
