@@ -22,7 +22,7 @@ def _forward(x, out):
     """out = 0.5 x (1 + tanh(K x (1 + C x^2))). No clip is needed: for |x| > 1.8e19, x^2 overflows
     to inf, the tanh is then exactly +-1 and out is x or 0, as it should be."""
     xp = runtime.array_module_of(x)
-    xp.multiply(x, x, out=out)
+    xp.square(x, out=out)         # not multiply(x, x, out=): NumPy squares twice as fast
     out *= K * C
     out += K
     out *= x                      # the tanh's argument, K x (1 + C x^2)
@@ -63,7 +63,7 @@ def _forward_and_slope(x, slope, out):
     for dy = 1, in one pass over the data: a training step's forward keeps the slope, and its
     backward is then one multiplication instead of recomputing tanh. The cap on x^2 is _backward's."""
     xp = runtime.array_module_of(x)
-    xp.multiply(x, x, out=slope)
+    xp.square(x, out=slope)
     xp.minimum(slope, 1e30, out=slope)
     xp.multiply(slope, K * C, out=out)
     out += K
