@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The GPU half of the tests and benchmarks in one run, for a GPU machine that is ours for a few
+# minutes. From a checkout, with CuPy (and, for the comparison columns, PyTorch) installed:
+#
+#     bash benchmarks/gpu_check.sh [log_folder]
+#
+# Each part runs under its own time limit, so a slow one cannot eat the others' time (about
+# eight minutes in all at most); each part's whole output is kept in log_folder, and a short
+# table of what came out is printed at the end. Nothing here changes the GPU's settings.
+# PYTHON picks the interpreter (default python3).
+set -u
+cd "$(dirname "$0")/.."
+py="${PYTHON:-python3}"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+logs="${1:-$(mktemp -d -t tg-gpu-check-XXXX)}"
+mkdir -p "$logs"
+summary=()
+
+part() {        # part NAME SECONDS COMMAND...: run it, keep its log, note how it ended
+    local name=$1 limit=$2 start=$SECONDS status
+    shift 2
+    echo "=== $name: $* (limit ${limit} s)"
+    timeout "$limit" "$@" 2>&1 | tee "$logs/$name.log"
+    status=${PIPESTATUS[0]}
+    summary+=("$(printf '%-9s exit %-3s %4d s   %s' "$name" "$status" $((SECONDS - start)) "$*")")
+}
+
+part gpu      10 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
+part tests   180 "$py" -m pytest -q -m gpu tests
+part kernels  90 "$py" benchmarks/kernels.py
+part step    150 "$py" benchmarks/step.py --device cuda --config all --json "$logs/step.json"
+part scaling  90 "$py" benchmarks/scaling.py --device cuda --with-torch --quick
+
+echo
+echo "=== summary (logs in $logs)"
+printf '%s\n' "${summary[@]}"
+grep -h -E "passed|failed|error" "$logs/tests.log" | tail -1
+"$py" - "$logs/step.json" <<'EOF'
+import json, sys
+try:
+    report = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    sys.exit(f"step.py wrote no results ({e})")
+print(f"{'config':<8}{'implementation':<16}{'ms/step':>10}{'tokens/s':>12}{'peak MB':>10}")
+for config in report:
+    for row in config["rows"]:
+        if "median_ms" in row:
+            print(f"{config['config']:<8}{row['name']:<16}{row['median_ms']:10.2f}{row['tokens_per_s']:12,.0f}"
+                  f"{row['peak_mb']:10.1f}")
+        else:
+            print(f"{config['config']:<8}{row['name']:<16}  {row.get('skipped') or row.get('failed')}")
+EOF
