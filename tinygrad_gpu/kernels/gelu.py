@@ -32,36 +32,16 @@ def _forward(x, out):
     out *= 0.5
 
 
-def _backward(x, dy, out):
-    """out = dy (0.5 (1 + t) + x b (1 - t^2)), with t = tanh(K x (1 + C x^2)) recomputed (not saved
-    by the forward) and b = 0.5 K (1 + 3 C x^2), the slope of the tanh's argument, halved.
-
-    Order matters where |x| is huge: 1 - t^2 is then exactly 0, and x^2 is capped at 1e30 so
-    that b stays finite and b (1 - t^2) x is 0 rather than inf * 0 = nan.
-    """
-    xp = runtime.array_module_of(x)
-    b = x * x
-    xp.minimum(b, 1e30, out=b)
-    xp.multiply(b, K * C, out=out)
-    out += K
-    out *= x
-    t = xp.tanh(out, out=out)
-    b *= 1.5 * K * C
-    b += 0.5 * K
-    xp.subtract(1, t, out=t)      # t <- 1 - t
-    b *= t
-    xp.subtract(2, t, out=t)      # t <- 1 + t (the original t)
-    b *= t                        # b (1 - t^2)
-    b *= x
-    t *= 0.5
-    t += b
-    t *= dy
-
-
 def _forward_and_slope(x, slope, out):
-    """out = gelu(x), rounded exactly as _forward rounds it, and slope = gelu'(x), _backward's formula
-    for dy = 1, in one pass over the data: a training step's forward keeps the slope, and its
-    backward is then one multiplication instead of recomputing tanh. The cap on x^2 is _backward's."""
+    """out = gelu(x), rounded exactly as _forward rounds it, and slope = gelu'(x), in one pass over
+    the data: a training step's forward keeps the slope, and its backward is then one
+    multiplication instead of recomputing tanh.
+
+    gelu'(x) = 0.5 (1 + t) + x b (1 - t^2), with t = tanh(K x (1 + C x^2)) and b = 0.5 K (1 + 3 C x^2),
+    the slope of the tanh's argument, halved. Order matters where |x| is huge: 1 - t^2 is then
+    exactly 0, and x^2 is capped at 1e30 so that b stays finite and b (1 - t^2) x is 0 rather
+    than inf * 0 = nan.
+    """
     xp = runtime.array_module_of(x)
     xp.square(x, out=slope)
     xp.minimum(slope, 1e30, out=slope)
@@ -70,7 +50,7 @@ def _forward_and_slope(x, slope, out):
     out *= x
     t = xp.tanh(out, out=out)
     slope *= 1.5 * K * C
-    slope += 0.5 * K              # b, as in _backward
+    slope += 0.5 * K              # b
     scratch = xp.subtract(1, t)   # 1 - t; a chunk-sized array, which the allocator hands back each chunk
     slope *= scratch
     t += 1                        # t <- 1 + t
@@ -80,6 +60,12 @@ def _forward_and_slope(x, slope, out):
     slope += scratch              # + 0.5 (1 + t)
     t *= x
     t *= 0.5                      # out = 0.5 x (1 + t)
+
+
+def _backward(x, dy, out):
+    """out = dy gelu'(x), the slope recomputed from x (the kernel's way: nothing kept by the forward)."""
+    _forward_and_slope(x, out, runtime.array_module_of(x).empty_like(out))
+    out *= dy
 
 
 def _in_place(compute, x, *others):
@@ -106,7 +92,7 @@ def reference_backward(x, dy):
 
 
 def reference_forward_and_slope(x):
-    """(gelu(x), gelu'(x)); reference_backward(x, dy) is dy times the second, up to rounding."""
+    """(gelu(x), gelu'(x)); reference_backward(x, dy) is dy times the second."""
     work = runtime.working_dtype(x.dtype)
     slope = runtime.array_module_of(x).empty(x.shape, work)
     out = _in_place(_forward_and_slope, x, slope.reshape(-1))
