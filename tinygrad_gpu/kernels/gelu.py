@@ -127,7 +127,7 @@ def forward_keeping_slope(x, device: str):
 
 
 def backward(x, dy, device: str, slope=None):
-    """dx for the output's gradient dy; `slope` is what forward() kept, if anything."""
+    """dx for the output's gradient dy; `slope` is what forward_keeping_slope() kept, if anything."""
     if slope is not None:
         return (slope * dy).astype(dy.dtype, copy=False)
     if not runtime.use_kernel(device, x, dy):
