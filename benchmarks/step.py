@@ -16,7 +16,9 @@ against our engine's on the same batch and stops with an error if they differ by
 1e-4 (relative to each tensor's largest magnitude). The table shows the median step time
 with the 10th and 90th percentiles, tokens per second, peak memory, minor page faults per
 step (on the CPU), the loss at the first and the last step (the three should agree), and
-the ratios ours/numpy and ours/torch (above 1: ours is slower or bigger).
+the ratios ours/numpy and ours/torch (above 1: ours is slower or bigger). On the CPU the three
+take turns, three rounds by default (--rounds), and each row pools its rounds' steps: a
+machine's speed drifts by several percent within a minute, and turns spread the drift evenly.
 
 Timings are wall-clock: other processes on the machine make them noisy (the load average
 is printed), so compare only figures from one run. PyTorch is optional: without it its row
@@ -341,6 +343,19 @@ def run_worker(name: str, argv: list, env: dict) -> dict:
     return dict(result, name=name)
 
 
+def pool_rounds(results: list) -> dict:
+    """One implementation's rounds as one row: every timed step together, the highest peak, and each
+    round's median (for the per-round ratios). A round that failed or was skipped stands for all."""
+    for result in results:
+        if "times_ms" not in result:
+            return result
+    row = dict(results[0])
+    row.update(times_ms=[t for r in results for t in r["times_ms"]], peak_mb=max(r["peak_mb"] for r in results),
+               faults_per_step=float(np.mean([r["faults_per_step"] for r in results])),
+               round_ms=[float(np.median(r["times_ms"])) for r in results])
+    return row
+
+
 def summarise(row: dict, tokens_per_step: int) -> dict:
     if "times_ms" in row:
         times = np.asarray(row["times_ms"])
@@ -380,6 +395,11 @@ def print_table(rows: list) -> None:
                 ratios.append(f"peak above base ours/torch {above:.2f}x")
     if ratios:
         print("ratios (above 1: ours is slower or bigger): " + ", ".join(ratios))
+    if "ours" in timed and len(timed["ours"]["round_ms"]) > 1:
+        by_round = [f"ours/{other} " + " ".join(f"{a / b:.2f}" for a, b in zip(timed["ours"]["round_ms"],
+                                                                              timed[other]["round_ms"]))
+                    for other in ("numpy", "torch") if other in timed]
+        print("time ratios round by round: " + "; ".join(by_round))
 
 
 def parse_args(argv=None):
@@ -391,6 +411,10 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, help="untimed steps first (default 3 on the CPU, 5 on CUDA; "
                                                    "1 for the GPU config on a CPU)")
     parser.add_argument("--only", default=",".join(IMPLEMENTATIONS), help="comma-separated: ours,torch,numpy")
+    parser.add_argument("--rounds", type=int,
+                        help="run the implementations in turn this many times and pool their steps (default 3 "
+                             "on the CPU, 1 for the GPU config on a CPU and on CUDA): a machine's speed drifts "
+                             "by several percent within a minute, and taking turns gives each the same share")
     parser.add_argument("--profile", action="store_true", help="cProfile a few more steps of ours; top 25 by tottime")
     parser.add_argument("--seed", type=int, default=1337, help="for the initial weights and the batch")
     parser.add_argument("--threads", type=int, help="BLAS/OpenMP threads for every worker (and torch's)")
@@ -425,8 +449,10 @@ def main(argv=None) -> int:
     if not names or any(n not in IMPLEMENTATIONS for n in names):
         print(f"error: --only takes a comma-separated subset of {','.join(IMPLEMENTATIONS)}", file=sys.stderr)
         return 2
-    if (args.steps is not None and args.steps < 1) or (args.warmup is not None and args.warmup < 0):
-        print("error: --steps must be at least 1 and --warmup at least 0", file=sys.stderr)
+    names = list(dict.fromkeys(names))
+    if (args.steps is not None and args.steps < 1) or (args.warmup is not None and args.warmup < 0) \
+            or (args.rounds is not None and args.rounds < 1):
+        print("error: --steps and --rounds must be at least 1, and --warmup at least 0", file=sys.stderr)
         return 2
     try:
         device = devices.canonical(args.device)
@@ -444,28 +470,31 @@ def main(argv=None) -> int:
         cfg.update(overrides, label=cfg["label"] + (" with overrides" if overrides else ""))
         steps = args.steps or (3 if key == "gpu" and on_cpu else 30)
         warmup = args.warmup if args.warmup is not None else (5 if not on_cpu else 1 if key == "gpu" else 3)
+        rounds = args.rounds or (3 if on_cpu and key == "cpu" else 1)
         load_before = os.getloadavg()[0]
         with tempfile.TemporaryDirectory(prefix="tg-step-") as folder:
             setup, reference, n_params = prepare(cfg, args.seed, folder, "numpy" in names and on_cpu)
             print(f"\n{cfg['label']}: {cfg['n_layer']} layers, {cfg['n_head']} heads, n_embd {cfg['n_embd']}, "
                   f"block {cfg['block_size']}, batch {cfg['batch_size']}, vocab {cfg['vocab_size']}, no bias, "
                   f"dropout 0; {n_params / 1e6:.2f}M parameters; device {device}; {steps} timed steps after "
-                  f"{warmup} warm-up" + ("; tuned malloc" if args.tuned_malloc else ""), flush=True)
+                  f"{warmup} warm-up" + (f", in {rounds} rounds taken in turn" if rounds > 1 else "")
+                  + ("; tuned malloc" if args.tuned_malloc else ""), flush=True)
             argv_common = ["--setup", setup, "--device", device, "--steps", str(steps), "--warmup", str(warmup)]
             argv_common += ["--reference", reference] if reference else []
             argv_common += ["--threads", str(args.threads)] if args.threads else []
-            rows = []
-            for name in names:
-                extra = ["--profile"] if args.profile and name == "ours" else []
-                rows.append(summarise(run_worker(name, argv_common + extra, worker_env(args)),
-                                      cfg["batch_size"] * cfg["block_size"]))
+            runs = {name: [] for name in names}
+            for round_index in range(rounds):
+                for name in names:
+                    extra = ["--profile"] if args.profile and name == "ours" and round_index == 0 else []
+                    runs[name].append(run_worker(name, argv_common + extra, worker_env(args)))
+            rows = [summarise(pool_rounds(runs[name]), cfg["batch_size"] * cfg["block_size"]) for name in names]
         print()
         print_table(rows)
         load_after = os.getloadavg()[0]
         print(f"load average (1 min) {load_before:.2f} before, {load_after:.2f} after, on {os.cpu_count()} CPUs: "
               "other processes make these timings noisy; compare figures from one run only")
         failed |= any("failed" in r for r in rows)
-        report.append(dict(config=key, device=device, settings=cfg, steps=steps, warmup=warmup,
+        report.append(dict(config=key, device=device, settings=cfg, steps=steps, warmup=warmup, rounds=rounds,
                            parameters=n_params, load_before=load_before, load_after=load_after, rows=rows))
     if args.json:
         with open(args.json, "w") as f:

@@ -18,7 +18,7 @@ benchmark = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(benchmark)
 
 TINY = ["--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--block-size", "16", "--batch-size", "2",
-        "--steps", "2", "--warmup", "1"]
+        "--steps", "2", "--warmup", "1", "--rounds", "1"]
 
 
 def torch_importable():
@@ -53,6 +53,19 @@ def test_tiny_run_of_ours_and_numpy(tmp_path, capsys):
     assert rows["ours"]["loss_first"] == pytest.approx(rows["numpy"]["loss_first"], rel=1e-5)
     assert rows["ours"]["loss_last"] == pytest.approx(rows["numpy"]["loss_last"], rel=1e-4)
     assert rows["ours"]["loss_last"] < rows["ours"]["loss_first"]
+
+
+def test_rounds_take_turns_and_pool_their_steps(tmp_path, capsys):
+    out = tmp_path / "step.json"
+    assert benchmark.main(TINY + ["--only", "ours,numpy,ours", "--rounds", "2", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.count("gradient check against our engine") == 2         # numpy ran once per round
+    assert re.search(r"^time ratios round by round: ours/numpy \d+\.\d\d \d+\.\d\d$", text, re.M), text
+    [report] = json.loads(out.read_text())
+    assert report["rounds"] == 2 and [r["name"] for r in report["rows"]] == ["ours", "numpy"]
+    for r in report["rows"]:
+        assert len(r["times_ms"]) == 4 and len(r["round_ms"]) == 2
+        assert r["median_ms"] == pytest.approx(float(np.median(r["times_ms"])))
 
 
 def test_profile_shows_cprofile_and_the_time_inside_each_op(capsys):
