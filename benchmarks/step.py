@@ -396,8 +396,8 @@ def print_table(rows: list) -> None:
     if ratios:
         print("ratios (above 1: ours is slower or bigger): " + ", ".join(ratios))
     if "ours" in timed and len(timed["ours"]["round_ms"]) > 1:
-        by_round = [f"ours/{other} " + " ".join(f"{a / b:.2f}" for a, b in zip(timed["ours"]["round_ms"],
-                                                                              timed[other]["round_ms"]))
+        ours_ms = timed["ours"]["round_ms"]
+        by_round = [f"ours/{other} " + " ".join(f"{a / b:.2f}" for a, b in zip(ours_ms, timed[other]["round_ms"]))
                     for other in ("numpy", "torch") if other in timed]
         print("time ratios round by round: " + "; ".join(by_round))
 

@@ -16,7 +16,7 @@ import numpy as np
 from .. import device as devices
 from .. import random
 
-from ..kernels import causal_softmax, cross_entropy, embedding_backward, gelu, layernorm
+from ..kernels import causal_softmax, cross_entropy, embedding_backward, gelu, layernorm, runtime
 from .elementwise import GeluTanh as _GeluTanhOp
 from ..tensor import Function, Tensor, is_grad_enabled
 
@@ -123,7 +123,7 @@ class CausalAttention(Function):
             ctx.keep = (draws >= dropout_p).astype(weights.dtype) * weights.dtype.type(scale_kept)
             weights = weights * ctx.keep
         ctx.weights = weights
-        return weights @ v.data
+        return _product_laid_out_like(weights, v.data, q.data)
 
     def backward(ctx, grad):
         q, k, v = ctx.saved_tensors
@@ -145,6 +145,16 @@ class CausalAttention(Function):
         grads = (ds @ k.data if need_q else None, ds.swapaxes(-1, -2) @ q.data if need_k else None,
                  ctx.weights.swapaxes(-1, -2) @ dy if need_v else None)
         return tuple(None if g is None else Tensor._wrap(g, ctx.device) for g in grads)
+
+
+def _product_laid_out_like(a, b, like):
+    """a @ b, its axes in memory in the order of `like`'s strides. Attention's output is laid out like
+    its query: q cut from a (batch, time, heads, size) projection gives an output whose heads merge
+    back into (batch, time, channels) with a view instead of a copy."""
+    if runtime.array_module_of(like) is not np:     # on a GPU the copy at the merge costs little
+        return a @ b
+    shape = (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
+    return np.matmul(a, b, out=np.empty_like(like, dtype=np.result_type(a, b), shape=shape))
 
 
 def _causal_softmax_as_tensors(scores: Tensor, scale: float) -> Tensor:
