@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tinygrad_gpu import device as devices
@@ -92,6 +92,7 @@ def test_cross_entropy_vocabularies(device, rows, classes):
 @on_kernel_devices
 @given(st.integers(1, 40), SIZES, st.sampled_from([(0.0, 1.0), (100.0, 1.0), (3.0, 0.01)]),
        st.sampled_from([1e-5, 0.1]), st.booleans(), st.integers(0, 2**32 - 1))
+@example(rows=15, n=2, location=(0.0, 1.0), eps=1e-5, need_params=False, seed=2)    # rstd 25 in row 11
 def test_layernorm(device, rows, n, location, eps, need_params, seed):
     rng = np.random.default_rng(seed)
     x = float32(rng, (rows, n), scale=location[1], offset=location[0])
@@ -107,8 +108,11 @@ def test_layernorm(device, rows, n, location, eps, need_params, seed):
     np.testing.assert_allclose(mean, want_mean, rtol=0, atol=tol * location[1])
     np.testing.assert_allclose(rstd, want_rstd, rtol=tol, atol=0)
     np.testing.assert_allclose(out, want_out, rtol=0, atol=tol * 4 * np.abs(weight).max() + tol)
+    # dx cancels terms of size rstd |dout weight|: a row of nearly equal values (a large rstd) keeps
+    # only the last digits of them, in the kernel and in the reference alike
+    cancelled = 8 * EPS * np.abs(rstd).max() * np.abs(dout * weight).max()
     for got, want in zip(back(*(g for g in grads if g is not None)), (w for w in want_grads if w is not None)):
-        np.testing.assert_allclose(got, want, rtol=0, atol=tol * rows * np.abs(want).max() + tol)
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol * rows * np.abs(want).max() + tol + cancelled)
     assert (grads[1] is None) == (not need_params)
 
 
