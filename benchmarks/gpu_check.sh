@@ -9,11 +9,11 @@
 # table of what came out is printed at the end. Nothing here changes the GPU's settings.
 # PYTHON picks the interpreter (default python3).
 set -u
+logs="${1:-$(mktemp -d -t tg-gpu-check-XXXX)}"
+mkdir -p "$logs" && logs="$(cd "$logs" && pwd)"      # a relative folder means one under the caller's
 cd "$(dirname "$0")/.."
 py="${PYTHON:-python3}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-logs="${1:-$(mktemp -d -t tg-gpu-check-XXXX)}"
-mkdir -p "$logs"
 summary=()
 
 part() {        # part NAME SECONDS COMMAND...: run it, keep its log, note how it ended

@@ -399,7 +399,8 @@ def print_table(rows: list) -> None:
         ours_ms = timed["ours"]["round_ms"]
         by_round = [f"ours/{other} " + " ".join(f"{a / b:.2f}" for a, b in zip(ours_ms, timed[other]["round_ms"]))
                     for other in ("numpy", "torch") if other in timed]
-        print("time ratios round by round: " + "; ".join(by_round))
+        if by_round:
+            print("time ratios round by round: " + "; ".join(by_round))
 
 
 def parse_args(argv=None):

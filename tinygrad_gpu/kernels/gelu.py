@@ -129,7 +129,7 @@ def forward_keeping_slope(x, device: str):
 def backward(x, dy, device: str, slope=None):
     """dx for the output's gradient dy; `slope` is what forward_keeping_slope() kept, if anything."""
     if slope is not None:
-        return (slope * dy).astype(dy.dtype, copy=False)
+        return (slope * dy).astype(x.dtype, copy=False)      # x's dtype, as reference_backward returns
     if not runtime.use_kernel(device, x, dy):
         return reference_backward(x, dy)
     return _elementwise("gelu_backward", device, x, dy)
