@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 import tinygrad_gpu as tg
+import tinygrad_gpu.nn.functional as F
+from tinygrad_gpu.kernels import gelu as gelu_reference
 from tinygrad_gpu.tensor import Function
 
 
@@ -200,6 +202,16 @@ def test_slices_and_sums_accumulate_in_place_without_writing_shared_gradients():
     z.backward(g)
     np.testing.assert_allclose(y.grad.numpy(), 2 * g.numpy())
     assert not np.shares_memory(y.grad.data, g.data)
+
+    # a residual: Add's shared gradient reaches h first, then GELU's fresh one, which takes the sum
+    h = tg.tensor(rng.normal(size=(4, 6)), requires_grad=True)
+    r = h * 1.0
+    g = tg.tensor(rng.normal(size=(4, 6)))
+    before = g.numpy().copy()
+    (r + F.gelu(r, approximate="tanh")).backward(g)
+    slope = gelu_reference.reference_backward(h.numpy(), np.ones((4, 6)))
+    np.testing.assert_allclose(h.grad.numpy(), before * (1 + slope), rtol=1e-12)
+    np.testing.assert_array_equal(g.numpy(), before)
 
 
 def test_backward_frees_saved_tensors():

@@ -74,7 +74,11 @@ def _accumulate(grads: dict, owned: set, key: int, grad, create_graph: bool, fre
         return
     if key not in owned:                        # the first sum makes a buffer of the engine's own
         if not isinstance(previous, SliceGradient) and not isinstance(grad, SliceGradient):
-            grads[key] = previous + grad
+            if fresh:                           # or is the fresh result itself, which nobody else holds
+                grad.data += previous.data
+                grads[key] = grad
+            else:
+                grads[key] = previous + grad
             owned.add(key)
             return
         previous = previous.dense() if isinstance(previous, SliceGradient) else previous.clone()
