@@ -1,7 +1,8 @@
 """Layer norm over the last dimension: layernorm.cu, its NumPy reference, its launcher.
 
 ``forward(x, weight, bias, eps)`` -> (out, mean, rstd); ``backward(x, weight, mean, rstd,
-dout, need_params)`` -> (dx, dweight, dbias).  x and dout: (rows, n); weight, bias: (n,).
+dout, need_params)`` -> (dx, dweight, dbias).  x and dout: (rows, n); weight, bias: (n,), bias
+may be None (no shift).
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def reference_forward(x, weight, bias, eps: float):
     rstd = 1 / xp.sqrt(xp.einsum("ij,ij->i", out, out) / n + eps)
     out *= rstd[:, None]                                      # xhat: mean 0, variance 1
     out *= weight
-    out += bias
+    if bias is not None:
+        out += bias
     return out.astype(dtype, copy=False), mean.astype(dtype, copy=False), rstd.astype(dtype, copy=False)
 
 
@@ -51,10 +53,11 @@ def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True):
 
 # ----------------------------------------------------------------------------- launcher
 def forward(x, weight, bias, eps: float, device: str):
-    if not runtime.use_kernel(device, x, weight, bias):
+    if not runtime.use_kernel(device, x, weight, *([] if bias is None else [bias])):
         return reference_forward(x, weight, bias, eps)
     xp = devices.array_module(device)
     rows, n = x.shape
+    bias = xp.zeros(n, np.float32) if bias is None else bias
     x, weight, bias = (runtime.contiguous(xp, a) for a in (x, weight, bias))
     out, mean, rstd = xp.empty((rows, n), np.float32), xp.empty(rows, np.float32), xp.empty(rows, np.float32)
     if rows:

@@ -17,7 +17,7 @@ from .. import dtypes
 from ..ops import fused
 from .. import kernels
 from .. import random
-from ..creation import ones, zeros
+from ..creation import ones
 from ..ops import linalg, movement
 from ..ops.elementwise import check_broadcast, gelu as _gelu
 from ..tensor import Tensor
@@ -142,8 +142,9 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor = None, bias: Tensor 
                                                          for t in (weight, bias)):
         n = math.prod(normalized_shape)
         weight = weight.reshape(n) if weight is not None else ones(n, dtype=x.dtype, device=x.device)
-        bias = bias.reshape(n) if bias is not None else zeros(n, dtype=x.dtype, device=x.device)
-        return fused.LayerNormRows.apply(x, weight, bias, eps=eps)
+        if bias is None:                    # no shift: nothing to add, no gradient to sum
+            return fused.LayerNormRows.apply(x, weight, eps=eps)
+        return fused.LayerNormRows.apply(x, weight, bias.reshape(n), eps=eps)
     dims = tuple(range(x.ndim - k, x.ndim))
     mean = x.mean(dims, keepdim=True)
     centered = x - mean

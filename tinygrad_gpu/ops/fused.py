@@ -47,21 +47,23 @@ class CrossEntropyRows(Function):
 
 
 class LayerNormRows(Function):
-    """Layer norm over the last n values of x (..., n), scaled by weight (n,) and shifted by bias (n,):
-    the kernel sees x as (rows, n), every leading dimension a row."""
+    """Layer norm over the last n values of x (..., n), scaled by weight (n,) and shifted by bias (n,),
+    if there is one: the kernel sees x as (rows, n), every leading dimension a row."""
 
     fresh_gradients = True
 
-    def forward(ctx, x, weight, bias, eps):
+    def forward(ctx, x, weight, bias=None, eps=1e-5):
         ctx.save_for_backward(x, weight)
-        ctx.eps = eps
+        ctx.eps, ctx.has_bias = eps, bias is not None
         rows = x.data.reshape(-1, weight.shape[0])
-        out, ctx.mean, ctx.rstd = layernorm.forward(rows, weight.data, bias.data, eps, ctx.device)
+        out, ctx.mean, ctx.rstd = layernorm.forward(rows, weight.data, None if bias is None else bias.data, eps,
+                                                    ctx.device)
         return out.reshape(x.shape)
 
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
-        _, need_weight, need_bias = ctx.needs_input_grad
+        need_weight = ctx.needs_input_grad[1]
+        need_bias = ctx.has_bias and ctx.needs_input_grad[2]
         n = weight.shape[0]
         if is_grad_enabled():
             x, grad = x.reshape(-1, n), grad.reshape(-1, n)
@@ -71,11 +73,12 @@ class LayerNormRows(Function):
             g = grad * weight
             dx = rstd * (g - g.mean(1, keepdim=True) - xhat * (g * xhat).mean(1, keepdim=True))
             return (dx.reshape(ctx.input_meta[0]), (grad * xhat).sum(0) if need_weight else None,
-                    grad.sum(0) if need_bias else None)
+                    *((grad.sum(0) if need_bias else None,) if ctx.has_bias else ()))
         dx, dweight, dbias = layernorm.backward(x.data.reshape(-1, n), weight.data, ctx.mean, ctx.rstd,
                                                 grad.data.reshape(-1, n), need_weight or need_bias, ctx.device)
+        grads = (dx.reshape(x.shape), dweight, dbias)[:3 if ctx.has_bias else 2]
         return tuple(None if a is None or not needed else Tensor._wrap(a, ctx.device)
-                     for a, needed in zip((dx.reshape(x.shape), dweight, dbias), (True, need_weight, need_bias)))
+                     for a, needed in zip(grads, (True, need_weight, need_bias)))
 
 
 class GeluTanh(Function):
