@@ -53,7 +53,7 @@ def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True):
 
 # ----------------------------------------------------------------------------- launcher
 def forward(x, weight, bias, eps: float, device: str):
-    if not runtime.use_kernel(device, x, weight, *([] if bias is None else [bias])):
+    if not runtime.use_kernel(device, x, weight, bias):
         return reference_forward(x, weight, bias, eps)
     xp = devices.array_module(device)
     rows, n = x.shape
