@@ -97,7 +97,8 @@ class GeluTanh(Function):
         if is_grad_enabled():               # the unfused op's backward is already written in Tensor ops
             return _GeluTanhOp.backward(ctx, grad)
         (x,) = ctx.saved_tensors
-        return Tensor._wrap(gelu.backward(x.data, grad.data, ctx.device, ctx.slope), ctx.device)
+        slope, ctx.slope = ctx.slope, None      # used up by the backward: a second one (retain_graph) recomputes it
+        return Tensor._wrap(gelu.backward(x.data, grad.data, ctx.device, slope), ctx.device)
 
 
 class CausalAttention(Function):
