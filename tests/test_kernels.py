@@ -13,7 +13,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tinygrad_gpu import device as devices
-from tinygrad_gpu.kernels import adamw, causal_softmax, cross_entropy, embedding_backward, gelu, layernorm
+from tinygrad_gpu.kernels import adamw, causal_softmax, cross_entropy, embedding_backward, gelu, layernorm, runtime
 
 from conftest import gpu, requires_gpu
 
@@ -145,6 +145,20 @@ def test_gelu_slope_kept_by_the_forward_is_the_backward(n, dtype, seed):
     dx = gelu.backward(x, dy, "cpu", slope)
     assert dx.dtype == dtype
     np.testing.assert_array_equal(dx, gelu.reference_backward(x, dy))
+
+
+def test_gelu_slope_is_the_derivative_in_chunks_that_overflow_and_in_those_that_do_not():
+    """The CPU computes the slope factored, and a chunk where that overflows (|x| past 1e12) the
+    capped way: both are gelu'(x), checked against float64 on three chunks, the middle one huge."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(3 * runtime.CHUNK) * 4).astype(np.float32)
+    x[runtime.CHUNK + 7: runtime.CHUNK + 9] = [1e20, -1e20]
+    _, slope = gelu.reference_forward_and_slope(x)
+    x64 = x.astype(np.float64)
+    t = np.tanh(gelu.K * x64 * (1 + gelu.C * x64 ** 2))
+    want = 0.5 * (1 + t) + 0.5 * gelu.K * x64 * (1 + 3 * gelu.C * x64 ** 2) * (1 - t * t)
+    want[np.abs(x64) > 1e6] = (x64[np.abs(x64) > 1e6] > 0)
+    np.testing.assert_allclose(slope, want, rtol=0, atol=64 * EPS)
 
 
 # ----------------------------------------------------------------------------- adamw.cu
