@@ -231,3 +231,19 @@ def test_causal_softmax(device, batch, heads, L, S, scale, seed):
     (dscores,) = back(causal_softmax.backward(*on(device, probs, dprobs), scale, device))
     want = causal_softmax.reference_backward(probs, dprobs, scale)
     np.testing.assert_allclose(dscores, want, rtol=0, atol=32 * EPS * scale * np.abs(dprobs).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("size", [1.0, 50.0, 1e4])
+def test_causal_softmax_reference_without_and_with_the_row_max(dtype, size):
+    """The reference skips subtracting each row's max when every scaled score is moderate (float32 and
+    wider, |z| < 60) and needs it past that: both ways, the float64 softmax of the visible keys."""
+    rng = np.random.default_rng(0)
+    scores = (rng.standard_normal((2, 3, 5, 7)) * size).astype(dtype)
+    scores[0, 0, 4, 1] = 2 * size               # one score past 60 after scaling, in the wide cases
+    probs = causal_softmax.reference_forward(scores, 0.5)
+    z = np.where(causal_softmax.future_mask(np, 5, 7), -np.inf, 0.5 * scores.astype(np.float64))
+    want = np.exp(z - z.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    assert probs.dtype == dtype and np.isfinite(probs).all()
+    np.testing.assert_allclose(probs, want, rtol=0, atol=8 * np.finfo(dtype).eps)
