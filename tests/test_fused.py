@@ -137,6 +137,20 @@ def test_a_second_backward_through_the_fused_ops_gives_the_same_gradients(device
         np.testing.assert_allclose(second, first, rtol=1e-6, atol=1e-7)
 
 
+def test_a_gradient_asked_for_is_not_the_scratch_of_the_backward_it_feeds():
+    """Layer norm's backward on the CPU computes in its incoming gradient when that array is the
+    engine's own; not when tg.grad hands that same gradient back to the caller."""
+    rng = np.random.default_rng(3)
+    x = tg.tensor(floats(rng, (4, 8)), requires_grad=True)
+    w = tg.tensor(floats(rng, (5, 8)), requires_grad=True)
+    h = F.layer_norm(x, (8,))
+    y = F.linear(h, w)
+    grad_h, grad_x = tg.grad((y * y).sum(), [h, x])
+    np.testing.assert_allclose(grad_h.numpy(), (2 * y.numpy()) @ w.numpy(), rtol=1e-5, atol=1e-6)
+    grad_x_alone, = tg.grad((F.linear(F.layer_norm(x, (8,)), w) ** 2).sum(), [x])
+    np.testing.assert_allclose(grad_x.numpy(), grad_x_alone.numpy(), rtol=1e-6, atol=1e-7)
+
+
 @pytest.mark.parametrize("name", ["cross_entropy", "layer_norm", "gelu", "embedding", "attention"])
 def test_second_derivatives_through_fused_ops(name):
     """backward(create_graph=True) through a fused op on emu matches the composition's second derivative."""

@@ -192,6 +192,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                 raise RuntimeError(f"backward: trying to go through the graph a second time ({node!r} has already "
                                    "freed what it saved). Pass retain_graph=True to the first backward() "
                                    "if you need to backward twice.")
+            node.grad_is_spare = made_here and id(node) not in captured      # a captured one goes to the caller
             input_grads = node.backward(grad)
             if not isinstance(input_grads, tuple):
                 input_grads = (input_grads,)

@@ -82,6 +82,10 @@ class Function:
     # gradient, a view of it, or a saved tensor): the engine may add into them in place, and a leaf
     # may keep one as its .grad without a copy.
     fresh_gradients = False
+    # Set by the engine just before backward: True when the incoming gradient's array is the engine's
+    # own (a sum it made, or a fresh result), which nobody else will read; backward may then compute
+    # in it instead of in a new array.
+    grad_is_spare = False
     float_only = False            # set True when integer inputs must be computed as floats (division)
     _ENGINE_FIELDS = ("next_nodes", "input_meta", "needs_input_grad", "recording", "freed", "device")
 

@@ -31,9 +31,10 @@ def reference_forward(x, weight, bias, eps: float):
     return out.astype(dtype, copy=False), mean.astype(dtype, copy=False), rstd.astype(dtype, copy=False)
 
 
-def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True):
+def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True, overwrite: bool = False):
     """dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout * weight: the two means remove what
-    normalising cancels (a shift and a rescaling). dweight = sum of dout xhat, dbias = sum of dout."""
+    normalising cancels (a shift and a rescaling). dweight = sum of dout xhat, dbias = sum of dout.
+    overwrite=True: dout is the caller's scratch, and dx is computed in its memory."""
     xp, n, dtype = runtime.array_module_of(x), x.shape[1], x.dtype
     work = runtime.working_dtype(dtype)
     x, mean, rstd, dout = (a.astype(work, copy=False) for a in (x, mean, rstd, dout))
@@ -42,7 +43,7 @@ def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True):
     dweight = dbias = None
     if need_params:
         dweight, dbias = xp.einsum("ij,ij->j", dout, xhat), runtime.column_sums(dout)
-    g = dout * weight
+    g = xp.multiply(dout, weight, out=dout if overwrite else None)       # after the sums over dout above
     mean_g, mean_gx = runtime.row_sums(g) / n, xp.einsum("ij,ij->i", g, xhat) / n
     xhat *= mean_gx[:, None]                                  # xhat is spent: reuse its memory
     g -= xhat
@@ -66,9 +67,10 @@ def forward(x, weight, bias, eps: float, device: str):
     return out, mean, rstd
 
 
-def backward(x, weight, mean, rstd, dout, need_params: bool, device: str):
+def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, overwrite: bool = False):
+    """overwrite=True: dout is the caller's scratch, which the NumPy reference may compute in."""
     if not runtime.use_kernel(device, x, weight, dout):
-        return reference_backward(x, weight, mean, rstd, dout, need_params)
+        return reference_backward(x, weight, mean, rstd, dout, need_params, overwrite)
     xp = devices.array_module(device)
     rows, n = x.shape
     x, weight, dout = (runtime.contiguous(xp, a, np.float32) for a in (x, weight, dout))

@@ -75,7 +75,8 @@ class LayerNormRows(Function):
             return (dx.reshape(ctx.input_meta[0]), (grad * xhat).sum(0) if need_weight else None,
                     *((grad.sum(0) if need_bias else None,) if ctx.has_bias else ()))
         dx, dweight, dbias = layernorm.backward(x.data.reshape(-1, n), weight.data, ctx.mean, ctx.rstd,
-                                                grad.data.reshape(-1, n), need_weight or need_bias, ctx.device)
+                                                grad.data.reshape(-1, n), need_weight or need_bias, ctx.device,
+                                                overwrite=ctx.grad_is_spare)
         grads = (dx.reshape(x.shape), dweight, dbias)[:3 if ctx.has_bias else 2]
         return tuple(None if a is None or not needed else Tensor._wrap(a, ctx.device)
                      for a, needed in zip(grads, (True, need_weight, need_bias)))
