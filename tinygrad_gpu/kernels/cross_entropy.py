@@ -17,10 +17,13 @@ FILE = "cross_entropy.cu"
 def reference_forward(logits, targets, ignore_index: int, smoothing: float):
     xp = runtime.array_module_of(logits)
     top = logits.max(axis=1, keepdims=True)
-    lse = (top + xp.log(xp.exp(logits - top).sum(axis=1, keepdims=True)))[:, 0]
+    shifted = logits - top
+    lse = (top + xp.log(xp.exp(shifted, out=shifted).sum(axis=1, keepdims=True)))[:, 0]
     kept = targets != ignore_index
     picked = xp.take_along_axis(logits, xp.where(kept, targets, 0)[:, None], axis=1)[:, 0]
-    loss = (1 - smoothing) * (lse - picked) + smoothing * (lse - logits.mean(axis=1))
+    loss = lse - picked
+    if smoothing:
+        loss = (1 - smoothing) * loss + smoothing * (lse - logits.mean(axis=1))
     return xp.where(kept, loss, 0).astype(logits.dtype, copy=False), lse
 
 
@@ -28,9 +31,13 @@ def reference_backward(logits, targets, lse, dlosses, ignore_index: int, smoothi
     xp = runtime.array_module_of(logits)
     n, c = logits.shape
     kept = targets != ignore_index
-    d = xp.exp(logits - lse[:, None]) - smoothing / c
+    d = logits - lse[:, None]                 # in place from here: softmax - e / C - (1 - e) onehot
+    xp.exp(d, out=d)
+    if smoothing:
+        d -= smoothing / c
     d[xp.arange(n)[kept], targets[kept]] -= 1 - smoothing
-    return (xp.where(kept, dlosses, 0)[:, None] * d).astype(logits.dtype, copy=False)
+    d *= xp.where(kept, dlosses, 0)[:, None]
+    return d.astype(logits.dtype, copy=False)
 
 
 # ----------------------------------------------------------------------------- launcher
