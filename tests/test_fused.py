@@ -119,8 +119,8 @@ def test_causal_attention(device, batch, heads, length, dim, scale, seed):
 
 @pytest.mark.parametrize("device", ["cpu", "emu"])
 def test_a_second_backward_through_the_fused_ops_gives_the_same_gradients(device):
-    """retain_graph: what a fused op keeps for its backward on the CPU (GELU's slope) is used up by the
-    first backward, in place; the second recomputes it and must not see the first's leftovers."""
+    """retain_graph: a fused op's CPU backward that computes in its incoming gradient (layer norm, GELU)
+    leaves what it kept from the forward (GELU's slope) as it was, for the second backward."""
     rng = np.random.default_rng(2)
     x = tg.tensor(floats(rng, (2, 3, 8)), device=device, requires_grad=True)
     w = tg.tensor(floats(rng, (8,)), device=device, requires_grad=True)

@@ -18,15 +18,21 @@ K, C = math.sqrt(2 / math.pi), 0.044715
 # chunk (runtime.by_chunks): a fresh array per operation would make the CPU fetch fresh memory
 # each time, and that, not the arithmetic, is what a GELU costs on a CPU.
 
+def _tanh_of_argument(x, square, out):
+    """out = t = tanh(K x (1 + C x^2)), given x^2 in `square` (which may be `out` itself)."""
+    xp = runtime.array_module_of(x)
+    xp.multiply(square, K * C, out=out)
+    out += K
+    out *= x                      # the tanh's argument, K x (1 + C x^2)
+    return xp.tanh(out, out=out)
+
+
 def _forward(x, out):
     """out = 0.5 x (1 + tanh(K x (1 + C x^2))). No clip is needed: for |x| > 1.8e19, x^2 overflows
     to inf, the tanh is then exactly +-1 and out is x or 0, as it should be."""
     xp = runtime.array_module_of(x)
     xp.square(x, out=out)         # not multiply(x, x, out=): NumPy squares twice as fast
-    out *= K * C
-    out += K
-    out *= x                      # the tanh's argument, K x (1 + C x^2)
-    xp.tanh(out, out=out)
+    _tanh_of_argument(x, out, out)
     out += 1
     out *= x
     out *= 0.5
@@ -57,11 +63,7 @@ def _forward_and_slope(x, slope, out):
 
 def _factored_forward_and_slope(x, slope, out):
     xp = runtime.array_module_of(x)
-    xp.square(x, out=slope)
-    xp.multiply(slope, K * C, out=out)
-    out += K
-    out *= x                      # the tanh's argument
-    t = xp.tanh(out, out=out)
+    t = _tanh_of_argument(x, xp.square(x, out=slope), out)
     slope *= 1.5 * K * C
     slope += 0.5 * K
     slope *= x                    # x b
@@ -78,11 +80,7 @@ def _capped_forward_and_slope(x, slope, out):
     multiplied in before x, so that where |x| is huge b (1 - t^2) x is 0 rather than inf * 0 = nan."""
     xp = runtime.array_module_of(x)
     xp.square(x, out=slope)
-    xp.minimum(slope, 1e30, out=slope)
-    xp.multiply(slope, K * C, out=out)
-    out += K
-    out *= x
-    t = xp.tanh(out, out=out)
+    t = _tanh_of_argument(x, xp.minimum(slope, 1e30, out=slope), out)
     slope *= 1.5 * K * C
     slope += 0.5 * K              # b
     scratch = xp.subtract(1, t)
@@ -160,12 +158,12 @@ def forward_keeping_slope(x, device: str):
     return forward(x, device), None
 
 
-def backward(x, dy, device: str, slope=None):
-    """dx for the output's gradient dy; `slope` is what forward_keeping_slope() kept, if anything,
-    which becomes dx in its own memory (no fresh array): pass it once."""
+def backward(x, dy, device: str, slope=None, overwrite: bool = False):
+    """dx for the output's gradient dy; `slope` is what forward_keeping_slope() kept, if anything.
+    overwrite=True: dy is the caller's scratch, and dx = slope dy is computed in its memory."""
     if slope is not None:
-        slope *= dy
-        return slope.astype(x.dtype, copy=False)             # x's dtype, as reference_backward returns
+        dx = runtime.array_module_of(dy).multiply(slope, dy, out=dy if overwrite else None)
+        return dx.astype(x.dtype, copy=False)                # x's dtype, as reference_backward returns
     if not runtime.use_kernel(device, x, dy):
         return reference_backward(x, dy)
     return _elementwise("gelu_backward", device, x, dy)

@@ -98,8 +98,8 @@ class GeluTanh(Function):
         if is_grad_enabled():               # the unfused op's backward is already written in Tensor ops
             return _GeluTanhOp.backward(ctx, grad)
         (x,) = ctx.saved_tensors
-        slope, ctx.slope = ctx.slope, None      # used up by the backward: a second one (retain_graph) recomputes it
-        return Tensor._wrap(gelu.backward(x.data, grad.data, ctx.device, slope), ctx.device)
+        return Tensor._wrap(gelu.backward(x.data, grad.data, ctx.device, ctx.slope, overwrite=ctx.grad_is_spare),
+                            ctx.device)
 
 
 class CausalAttention(Function):
