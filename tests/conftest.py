@@ -1,4 +1,8 @@
-"""Shared pytest set-up: hypothesis profiles and the device list.
+"""Shared pytest set-up: the spare-gradient check, hypothesis profiles and the device list.
+
+The whole suite runs with TINYGRAD_GPU_CHECK_SPARE=1 (unless it is set otherwise): after every
+backward that declares its gradients spare, the engine checks that they share memory with nothing
+the op holds (tinygrad_gpu/gradient_sums.py), so a wrong declaration fails the test that ran it.
 
 Hypothesis profiles are chosen with the environment variable TG_HYPOTHESIS_PROFILE:
 ``ci`` (default: few examples, keeps the suite fast on 2 cores), ``dev`` (more) and
@@ -9,7 +13,8 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-import tinygrad_gpu as tg
+os.environ.setdefault("TINYGRAD_GPU_CHECK_SPARE", "1")      # before tinygrad_gpu reads it, here and in subprocesses
+import tinygrad_gpu as tg  # noqa: E402
 
 _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("ci", max_examples=50, **_common)

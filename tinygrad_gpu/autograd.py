@@ -1,93 +1,100 @@
 """The backward pass: walk the graph from the outputs to the leaves, applying the chain rule.
 
-The graph's nodes are ``Function`` objects (one per recorded op) and leaf tensors that
-require grad.  ``backward`` does three things:
+The graph's nodes are ``Function`` objects (one per recorded op) and the leaf tensors that
+require grad. ``run_backward`` is the whole algorithm:
 
-1. orders every node reachable from the outputs so that a node comes after all nodes that
+1. order every node reachable from the outputs so that each comes after all the nodes that
    consume its result (an iterative depth-first search: no recursion limit, so a chain of
    100,000 ops is fine);
-2. visits the nodes in that order, so each node's gradient is complete when it is visited,
-   calls its ``backward`` once, and adds the results into its inputs' gradients, summing
-   away broadcast dimensions here, in this one place;
-3. frees what each node saved for backward (unless ``retain_graph``), so activations are
+2. visit the nodes in that order, so that a node's gradient is complete when its turn
+   comes; call its ``backward`` once, and add what it returns into its inputs' gradients,
+   summing away broadcast dimensions on the way (``sum_to_shape``);
+3. free what each node saved for backward (unless ``retain_graph``), so activations are
    released as soon as they have been used.
 
-Adding up gradients costs memory traffic, so step 2 is careful about it: a sum the engine has
-made itself is nobody else's array, and further contributions are added into it in place; and
-the gradient of a slice (``x[2:5]``, each piece of ``split``) arrives as a ``SliceGradient``,
-added into its place of one buffer instead of into a zero-filled copy of the whole input each.
+The sums live in ``GradientSums`` (``gradient_sums.py``), which also explains the one
+optimisation of this engine: adding into arrays that nobody else holds instead of copying.
 
 With ``create_graph=True`` the backward ops are themselves recorded, so the gradients can
-be differentiated again.
+be differentiated again. An op whose backward works on arrays (a CUDA kernel, or its NumPy
+reference) records nothing; it names a ``composition`` instead, the same op written as
+Tensor ops, and that is what this engine differentiates when a graph is wanted
+(``_differentiate_composition``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import device as devices
+from . import gradient_sums
+from .gradient_sums import GradientSums, SliceGradient, sum_to_shape
 from .tensor import Tensor, set_grad_enabled
 
 
-def sum_to_shape(grad: Tensor, shape: tuple) -> Tensor:
-    """Undo broadcasting: sum `grad` over the dimensions that broadcasting added or stretched."""
-    if grad.shape == shape:
-        return grad
-    extra = grad.ndim - len(shape)
-    stretched = tuple(i + extra for i, n in enumerate(shape) if n == 1 and grad.shape[i + extra] != 1)
-    return grad.sum(dim=tuple(range(extra)) + stretched, keepdim=True).reshape(shape)
+def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None) -> dict:
+    """The engine behind ``Tensor.backward`` and ``tg.grad``.
 
-
-class SliceGradient:
-    """The gradient that x[index] passes back to x: `values` at `index` (ints and slices only), zero
-    everywhere else. GetItem's backward returns one when no graph is recorded; see _accumulate."""
-
-    def __init__(self, values: Tensor, shape: tuple, index):
-        self.values, self.shape, self.index = values, shape, index
-        self.dtype = values.dtype
-
-    def dense(self) -> Tensor:
-        out = devices.array_module(self.values.device).zeros(self.shape, dtype=self.dtype)
-        out[self.index] = self.values.data
-        return Tensor._wrap(out, self.values.device)
-
-
-def _dense(grad) -> Tensor:
-    return grad.dense() if isinstance(grad, SliceGradient) else grad
-
-
-def _accumulate(grads: dict, owned: set, key: int, grad, create_graph: bool, fresh: bool) -> None:
-    """Add `grad` (a Tensor or a SliceGradient) into grads[key].
-
-    `owned` holds the keys whose gradient is an array nobody else holds: a sum or a slice's zero
-    buffer made here, or a fresh result of a backward (Function.fresh_gradients). Later
-    contributions are added into it in place. Anything else may be shared (Add's backward hands
-    one gradient to both inputs) and is never written to.
+    Without `inputs`, gradients accumulate into the ``.grad`` of every leaf. With `inputs`,
+    nothing is accumulated, and the gradients of exactly those tensors are returned, keyed
+    by the id of their node.
     """
-    previous = grads.get(key)
-    if previous is None:
-        grads[key] = grad                       # a SliceGradient stays sparse until another one comes
-        if fresh and not create_graph and not isinstance(grad, SliceGradient):
-            owned.add(key)
-        return
-    if create_graph or previous.dtype != grad.dtype:       # recorded (or promoting) sums: new tensors
-        grads[key] = _dense(previous) + _dense(grad)
-        return
-    if key not in owned:                        # the first sum makes a buffer of the engine's own
-        if not isinstance(previous, SliceGradient) and not isinstance(grad, SliceGradient):
-            if fresh:                           # or is the fresh result itself, which nobody else holds
-                grad.data += previous.data
-                grads[key] = grad
-            else:
-                grads[key] = previous + grad
-            owned.add(key)
-            return
-        previous = previous.dense() if isinstance(previous, SliceGradient) else previous.clone()
-        owned.add(key)
-    if isinstance(grad, SliceGradient):
-        previous.data[grad.index] += grad.values.data
-    else:
-        previous.data += grad.data
-    grads[key] = previous
+    retain_graph = create_graph if retain_graph is None else retain_graph
+    sums = GradientSums(recorded=create_graph)
+    roots = [out._node() for out in outputs]
+    for node, grad in zip(roots, _root_gradients(outputs, grad_outputs)):
+        sums.add(node, grad)
+    order = _topological_order(roots)
+    wanted = None if inputs is None else {id(t._node()) for t in inputs}
+    needed = None if inputs is None else _nodes_leading_to(wanted, order)
+    captured = {}
+    with set_grad_enabled(create_graph):
+        for node in order:
+            grad, spare = sums.pop(node)
+            if grad is None:
+                continue
+            if wanted is not None and id(node) in wanted:
+                captured[id(node)], spare = grad, False        # the caller's array from now on
+            if isinstance(node, Tensor):                        # a leaf
+                if inputs is None:
+                    _accumulate_into_leaf(node, grad, spare, create_graph)
+                continue
+            if needed is not None and id(node) not in needed:
+                continue
+            input_grads = _call_backward(node, grad, spare, create_graph)
+            if not retain_graph:
+                node.release()
+            for child, shape, child_grad in zip(node.next_nodes, node.input_meta, input_grads):
+                if child is not None and child_grad is not None:
+                    if not isinstance(child_grad, SliceGradient):
+                        child_grad = sum_to_shape(child_grad, shape)
+                    sums.add(child, child_grad, spare=node.returns_spare_gradients)
+    return captured
+
+
+def _call_backward(node, grad: Tensor, spare: bool, create_graph: bool) -> tuple:
+    """One gradient (or None) per input of `node`, for the gradient `grad` of its output."""
+    if node.freed:
+        raise RuntimeError(f"backward: trying to go through the graph a second time ({node!r} has already freed "
+                           "what it saved). Pass retain_graph=True to the first backward() if you need to "
+                           "backward twice.")
+    if create_graph and node.composition is not None:
+        return _differentiate_composition(node, grad)
+    node.grad_is_spare = spare
+    input_grads = node.backward(grad)
+    input_grads = input_grads if isinstance(input_grads, tuple) else (input_grads,)
+    if gradient_sums.CHECK_SPARE and node.returns_spare_gradients:
+        gradient_sums.check_spare(node, grad, spare, input_grads)
+    return input_grads
+
+
+def _differentiate_composition(node, output_grad: Tensor) -> tuple:
+    """The recorded backward of an op whose own backward works on arrays: recompute the op from its
+    inputs as its composition of Tensor ops, and differentiate that with this engine. Each input
+    goes in through a copy of its own, so an input given twice gets each use's share once."""
+    inputs = [t.clone() if t.requires_grad else t for t in node.inputs]
+    out = node.composition(*inputs, **node.options)
+    wanted = [t for t in inputs if t.requires_grad]
+    grads = iter(grad(out, wanted, output_grad, retain_graph=True, create_graph=True, allow_unused=True))
+    return tuple(next(grads) if t.requires_grad else None for t in inputs)
 
 
 def _topological_order(roots) -> list:
@@ -107,6 +114,17 @@ def _topological_order(roots) -> list:
             stack.extend((child, False) for child in node.next_nodes if child is not None and id(child) not in seen)
     order.reverse()
     return order
+
+
+def _nodes_leading_to(wanted: set, order: list) -> set:
+    """For tg.grad: the ids of the Function nodes whose backward leads to a wanted node; no other
+    backward needs to run."""
+    needed = set()
+    for node in reversed(order):                # the inputs of each node before the node
+        if not isinstance(node, Tensor) and any(child is not None and (id(child) in wanted or id(child) in needed)
+                                                for child in node.next_nodes):
+            needed.add(id(node))
+    return needed
 
 
 def _root_gradients(outputs, grad_outputs) -> list:
@@ -132,79 +150,14 @@ def _root_gradients(outputs, grad_outputs) -> list:
     return grads
 
 
-def _accumulate_into_leaf(leaf: Tensor, grad: Tensor, create_graph: bool, made_here: bool) -> None:
+def _accumulate_into_leaf(leaf: Tensor, grad: Tensor, spare: bool, create_graph: bool) -> None:
     """PyTorch's rule: leaf gradients add up across backward calls until someone zeroes them."""
     if leaf.grad is None:
-        # a copy, never an alias of the upstream gradient or another leaf's; but a sum the engine
-        # made is nobody else's array
-        leaf.grad = grad if made_here else grad.clone()
+        leaf.grad = grad if spare else grad.clone()      # never an alias of another gradient or the caller's
     elif create_graph or leaf.grad.requires_grad:
-        leaf.grad = leaf.grad + grad        # keep the graph of the old gradient intact
+        leaf.grad = leaf.grad + grad                      # recorded: keep the graph of each intact
     else:
-        leaf.grad.data += grad.data         # in place: no new buffer for every micro-batch
-
-
-def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None):
-    """The engine behind ``Tensor.backward`` and ``tg.grad``.
-
-    Without `inputs`, gradients accumulate into the ``.grad`` of every leaf.  With
-    `inputs`, nothing is accumulated and the gradients of exactly those tensors are
-    returned (None where no gradient reaches one).
-    """
-    if retain_graph is None:
-        retain_graph = create_graph
-    grads = {}   # id(node) -> gradient of that node's output so far
-    roots = []
-    for out, grad in zip(outputs, _root_gradients(outputs, grad_outputs)):
-        node = out._node()
-        roots.append(node)
-        grads[id(node)] = grad if id(node) not in grads else grads[id(node)] + grad
-    order = _topological_order(roots)
-
-    wanted, captured = None, {}
-    if inputs is not None:
-        wanted = {id(t._node()) for t in inputs if t._node() is not None}
-        # Only nodes from which some wanted input can be reached need their backward run.
-        leads_to_input = set()
-        for node in reversed(order):
-            if id(node) in wanted or (not isinstance(node, Tensor)
-                                      and any(c is not None and id(c) in leads_to_input for c in node.next_nodes)):
-                leads_to_input.add(id(node))
-
-    owned = set()
-    with set_grad_enabled(create_graph):
-        for node in order:
-            grad = grads.pop(id(node), None)
-            if grad is None:
-                continue
-            made_here = id(node) in owned or isinstance(grad, SliceGradient)
-            owned.discard(id(node))
-            grad = _dense(grad)
-            if wanted is not None and id(node) in wanted:
-                captured[id(node)] = grad
-            if isinstance(node, Tensor):
-                if wanted is None:
-                    _accumulate_into_leaf(node, grad, create_graph, made_here)
-                continue
-            if wanted is not None and id(node) not in leads_to_input:
-                continue
-            if node.freed:
-                raise RuntimeError(f"backward: trying to go through the graph a second time ({node!r} has already "
-                                   "freed what it saved). Pass retain_graph=True to the first backward() "
-                                   "if you need to backward twice.")
-            node.grad_is_spare = made_here and id(node) not in captured      # a captured one goes to the caller
-            input_grads = node.backward(grad)
-            if not isinstance(input_grads, tuple):
-                input_grads = (input_grads,)
-            if not retain_graph:
-                node.release()
-            for child, shape, child_grad in zip(node.next_nodes, node.input_meta, input_grads):
-                if child is None or child_grad is None:
-                    continue
-                if not isinstance(child_grad, SliceGradient):
-                    child_grad = sum_to_shape(child_grad, shape)
-                _accumulate(grads, owned, id(child), child_grad, create_graph, node.fresh_gradients)
-    return captured
+        leaf.grad.data += grad.data                       # in place: no new buffer for every micro-batch
 
 
 def backward(outputs, grad_outputs=None, retain_graph=None, create_graph=False) -> None:
@@ -233,3 +186,4 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                "pass allow_unused=True to get None for it")
         results.append(g)
     return tuple(results)
+

@@ -73,18 +73,24 @@ class Function:
     ``forward(ctx, *inputs, **options)`` receives Tensors, computes on their ``.data``
     arrays and returns an array.  ``backward(ctx, grad)`` receives the gradient of the
     output as a Tensor and returns one gradient Tensor (or None) per input, written with
-    Tensor ops.  Gradients may have the broadcast shape of the output: the engine sums
-    them back to each input's shape in one place (``autograd.sum_to_shape``).
+    Tensor ops, so that ``create_graph=True`` records it.  Gradients may have the broadcast
+    shape of the output: the engine sums them back to each input's shape in one place
+    (``gradient_sums.sum_to_shape``).
+
+    Some backwards work on arrays instead (a CUDA kernel, a NumPy formula), which records
+    nothing. Such a Function names a ``composition``: the same op written as Tensor ops,
+    with forward's arguments. When a graph of the backward is wanted, the engine
+    differentiates that composition instead (``autograd._differentiate_composition``), so
+    no Function writes its backward twice.
     """
 
     saves_output = False          # set True when backward needs the forward's result
-    # Set True when backward, run without a graph, returns arrays it has just made (not the incoming
-    # gradient, a view of it, or a saved tensor): the engine may add into them in place, and a leaf
-    # may keep one as its .grad without a copy.
-    fresh_gradients = False
-    # Set by the engine just before backward: True when the incoming gradient's array is the engine's
-    # own (a sum it made, or a fresh result), which nobody else will read; backward may then compute
-    # in it instead of in a new array.
+    composition = None            # the op as Tensor ops, for Functions whose backward works on arrays
+    # Set True when backward, run without a graph, returns only arrays it has just made: spare arrays,
+    # which the engine may add into and a leaf may keep without a copy (gradient_sums.py explains).
+    returns_spare_gradients = False
+    # The engine sets this just before backward: True when the incoming gradient is spare, so that
+    # backward may compute its result in that array (pass grad.data as out=) instead of a new one.
     grad_is_spare = False
     float_only = False            # set True when integer inputs must be computed as floats (division)
     _ENGINE_FIELDS = ("next_nodes", "input_meta", "needs_input_grad", "recording", "freed", "device")
@@ -111,6 +117,8 @@ class Function:
         ctx.freed = False
         if cls.saves_output:
             ctx.out_data = out
+        if cls.composition is not None:
+            ctx.inputs, ctx.options = inputs, options
         return Tensor._wrap(out, out_device, requires_grad=True, ctx=ctx)
 
     @classmethod

@@ -1,9 +1,10 @@
 """Our CUDA kernels for the hot fused ops, each beside the NumPy function that defines it.
 
 One ``.cu`` file per fused op, and a Python file of the same name holding its NumPy
-reference (what the ``cpu`` device runs, and what the kernel must agree with) and its
-launcher (grid and block for any shape).  Read a ``.cu`` file's opening comment first:
-which thread handles which data, how the reduction works, why it is numerically safe.
+reference (the definition of what the kernel must compute, written as the formulas of the
+``.cu`` file's opening comment) and its launcher (grid and block for any shape).  Read a
+``.cu`` file's opening comment first: which thread handles which data, how the reduction
+works, why it is numerically safe.
 
     cross_entropy.cu       softmax + cross-entropy per row, forward and backward
     layernorm.cu           layer norm forward (saves mean, rstd), backward (dx, dweight, dbias)
@@ -14,14 +15,27 @@ which thread handles which data, how the reduction works, why it is numerically 
     block_reduce.h         warp and block sums/maxima shared by the row kernels
 
 Where they run (``runtime.py``): ``cuda`` through ``cupy.RawModule``; ``emu`` through the
-CPU emulator (``emulator.py`` and ``cuda_emu.h``); ``cpu`` runs the references.  The
-autograd Functions that call them live in ``tinygrad_gpu/ops/fused.py``; ``nn.functional``
-routes to those.  ``with kernels.fused(False):`` (or ``TINYGRAD_GPU_FUSED=0``) turns the
-routing off, so the same ops run as compositions of Tensor ops, for comparison.
+CPU emulator (``emulator.py`` and ``cuda_emu.h``); ``cpu`` runs ``fast_cpu.py``, the same
+numbers as the references with less memory traffic.  The autograd Functions that call them
+live in ``tinygrad_gpu/ops/fused.py``; ``nn.functional`` routes to those.  ``with
+kernels.fused(False):`` (or ``TINYGRAD_GPU_FUSED=0``) turns the routing off, so the same ops
+run as compositions of Tensor ops, for comparison.
+
+The kernel modules load on first use (``kernels.gelu`` imports ``gelu.py`` when it is first
+named), so that ``import tinygrad_gpu`` stays quick and compiles nothing.
 """
-from . import adamw, causal_softmax, cross_entropy, embedding_backward, gelu, layernorm
-from .adamw import adamw_update
+import importlib
+
 from .runtime import fused, fused_enabled, kernel_files
 
-__all__ = ["adamw", "adamw_update", "causal_softmax", "cross_entropy", "embedding_backward", "fused",
-           "fused_enabled", "gelu", "kernel_files", "layernorm"]
+_MODULES = ("adamw", "causal_softmax", "cross_entropy", "embedding_backward", "emulator", "fast_cpu", "gelu",
+            "layernorm")
+
+__all__ = ["fused", "fused_enabled", "kernel_files", *_MODULES]
+
+
+def __getattr__(name):
+    """kernels.gelu and the like: the submodule, imported the first time it is asked for."""
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

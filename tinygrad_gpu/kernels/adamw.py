@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .. import device as devices
-from . import runtime
+from . import fast_cpu, runtime
 
 FILE = "adamw.cu"
 
@@ -32,26 +32,13 @@ def step_scalars(lr, beta1, beta2, weight_decay, step: int, decoupled: bool) -> 
 # ----------------------------------------------------------------------------- reference
 def reference_update(param, grad, exp_avg, exp_avg_sq, step_size, beta1, beta2, bias_correction2_sqrt, eps,
                      decay, l2) -> None:
-    """The update in the order PyTorch's AdamW rounds it, through one work array (no other temporary)."""
-    xp = runtime.array_module_of(param)
-    g = grad.astype(param.dtype, copy=False)
-    if l2:
-        g = g + l2 * param
+    """adamw.cu's update, in its order; param, exp_avg and exp_avg_sq in place."""
+    g = grad.astype(param.dtype) + l2 * param
     param *= decay
-    work = xp.empty_like(param)                   # an array even for a 0-d param (g - m would be a scalar)
-    xp.subtract(g, exp_avg, out=work)
-    work *= 1 - beta1
-    exp_avg += work                               # m += (1 - beta1) (g - m)
-    xp.multiply(g, 1 - beta2, out=work)
-    work *= g
+    exp_avg += (1 - beta1) * (g - exp_avg)
     exp_avg_sq *= beta2
-    exp_avg_sq += work                            # v = beta2 v + (1 - beta2) g^2
-    xp.sqrt(exp_avg_sq, out=work)
-    work /= bias_correction2_sqrt
-    work += eps
-    xp.divide(exp_avg, work, out=work)
-    work *= step_size
-    param -= work                                 # p -= step_size m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+    exp_avg_sq += (1 - beta2) * g * g
+    param -= step_size * (exp_avg / (runtime.array_module_of(param).sqrt(exp_avg_sq) / bias_correction2_sqrt + eps))
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -62,6 +49,10 @@ def adamw_update(param, grad, exp_avg, exp_avg_sq, lr: float, beta1: float, beta
         raise ValueError(f"adamw_update: param {param.shape}, grad {grad.shape}, exp_avg {exp_avg.shape} and "
                          f"exp_avg_sq {exp_avg_sq.shape} must have one shape")
     s = step_scalars(lr, beta1, beta2, weight_decay, step, decoupled)
+    if device == "cpu":
+        fast_cpu.adamw_update(param, grad, exp_avg, exp_avg_sq, s["step_size"], beta1, beta2,
+                              s["bias_correction2_sqrt"], eps, s["decay"], s["l2"])
+        return
     if not runtime.use_kernel(device, param, exp_avg, exp_avg_sq):
         reference_update(param, grad, exp_avg, exp_avg_sq, s["step_size"], beta1, beta2,
                          s["bias_correction2_sqrt"], eps, s["decay"], s["l2"])

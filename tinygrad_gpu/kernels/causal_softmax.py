@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import device as devices
-from . import runtime
+from . import fast_cpu, runtime
 
 FILE = "causal_softmax.cu"
 
@@ -17,49 +17,21 @@ def future_mask(xp, L: int, S: int):
 
 
 # ----------------------------------------------------------------------------- reference
-_causal_bias = {}
+def reference_forward(scores, scale: float):
+    """causal_softmax.cu's forward: z = scale * scores, the future masked out, the row's max subtracted
+    (so that exp cannot overflow), exp, and each row divided by its sum."""
+    xp, dtype = runtime.array_module_of(scores), scores.dtype
+    z = scale * scores.astype(runtime.working_dtype(dtype))
+    z = xp.where(future_mask(xp, *scores.shape[-2:]), -xp.inf, z)
+    e = xp.exp(z - z.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(dtype)
 
 
-def _bias(xp, L: int, S: int, dtype):
-    """(L, S): 0 where query i may see key j, -inf where j > i; made once per shape and dtype."""
-    key = (xp.__name__, L, S, str(dtype))
-    if key not in _causal_bias:
-        _causal_bias[key] = xp.where(future_mask(xp, L, S), -xp.inf, 0).astype(dtype)
-    return _causal_bias[key]
-
-
-def reference_forward(scores, scale: float, overwrite: bool = False):
-    """softmax over the last dim of scale * scores + causal mask, in one buffer: a copy of scores, or
-    scores itself with overwrite=True (fresh arrays of this size are what a CPU step spends its
-    time on)."""
-    xp = runtime.array_module_of(scores)
-    z = scores if overwrite else scores.copy()
-    z *= scale
-    # Softmax is unchanged by subtracting any number from a row; the row's max keeps exp from
-    # overflowing. In float32 and wider, when every score is within +-60, exp can neither overflow
-    # (e^60 ~ 1e26, room for the sum of many keys) nor turn a whole row into zeros (e^-60 ~ 1e-26),
-    # and the two passes that find and subtract each row's max, the costliest here, are skipped:
-    # two reductions of the whole array cost less. A nan fails the test, and takes the rows' way.
-    moderate = z.dtype.itemsize >= 4 and (z.size == 0 or bool(z.min() > -60) and bool(z.max() < 60))
-    z += _bias(xp, *scores.shape[-2:], z.dtype)
-    if not moderate:
-        # initial=-inf: NumPy then takes a faster path for rows this short (2.5x for 64 keys); CuPy has no such argument
-        z -= z.max(axis=-1, keepdims=True, **({"initial": -np.inf} if xp is np else {}))
-    xp.exp(z, out=z)
-    z *= 1 / runtime.row_sums(z)[..., None]          # one division per row, then products
-    return z
-
-
-def reference_backward(probs, dprobs, scale: float, overwrite: bool = False):
-    """scale p (dp - sum_j p_j dp_j), in dprobs' memory with overwrite=True. Masked entries have p = 0,
-    so their gradient is 0."""
-    xp = runtime.array_module_of(probs)
-    dot = xp.einsum("...j,...j->...", probs, dprobs)[..., None]
-    out = dprobs if overwrite else dprobs.copy()
-    out -= dot
-    out *= probs
-    out *= scale
-    return out
+def reference_backward(probs, dprobs, scale: float):
+    """scale p (dp - sum_j p_j dp_j): 0 where masked, since p is 0 there."""
+    dtype = probs.dtype
+    probs, dprobs = (a.astype(runtime.working_dtype(dtype)) for a in (probs, dprobs))
+    return (scale * probs * (dprobs - (probs * dprobs).sum(axis=-1, keepdims=True))).astype(dtype)
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -75,15 +47,19 @@ def _rows(kernel: str, device: str, out_like, inputs, scale: float):
     return out
 
 
-def forward(scores, scale: float, device: str, overwrite: bool = False):
-    """overwrite=True: scores is the caller's scratch, which the NumPy reference may compute in."""
+def forward(scores, scale: float, device: str, scores_are_spare: bool = False):
+    """scores_are_spare: nobody else holds scores, and the CPU computes the probabilities in it."""
+    if device == "cpu":
+        return fast_cpu.causal_softmax_forward(scores, scale, scores_are_spare)
     if not runtime.use_kernel(device, scores):
-        return reference_forward(scores, scale, overwrite)
+        return reference_forward(scores, scale)
     return _rows("causal_softmax_forward", device, scores, [scores], scale)
 
 
-def backward(probs, dprobs, scale: float, device: str, overwrite: bool = False):
-    """overwrite=True: dprobs is the caller's scratch, which the NumPy reference may compute in."""
+def backward(probs, dprobs, scale: float, device: str, dprobs_are_spare: bool = False):
+    """dprobs_are_spare: nobody else holds dprobs, and the CPU computes the result in it."""
+    if device == "cpu":
+        return fast_cpu.causal_softmax_backward(probs, dprobs, scale, dprobs_are_spare)
     if not runtime.use_kernel(device, probs, dprobs):
-        return reference_backward(probs, dprobs, scale, overwrite)
+        return reference_backward(probs, dprobs, scale)
     return _rows("causal_softmax_backward", device, probs, [probs, dprobs], scale)

@@ -2,6 +2,7 @@
 
 ``forward(logits, targets, ...)`` returns each row's loss and log-sum-exp (saved for the
 backward); ``backward(...)`` returns dlogits.  logits: (N, C) float; targets: (N,) integer.
+The CPU runs the reference: a (N, C) pass or two, cheap next to the products around it.
 """
 from __future__ import annotations
 
@@ -15,29 +16,28 @@ FILE = "cross_entropy.cu"
 
 # ----------------------------------------------------------------------------- reference
 def reference_forward(logits, targets, ignore_index: int, smoothing: float):
-    xp = runtime.array_module_of(logits)
-    top = logits.max(axis=1, keepdims=True)
-    shifted = logits - top
-    lse = (top + xp.log(xp.exp(shifted, out=shifted).sum(axis=1, keepdims=True)))[:, 0]
+    """cross_entropy.cu's forward: lse = log(sum exp x), the row's max taken out first so that exp
+    cannot overflow; loss = (1 - e)(lse - x_t) + e (lse - mean x), with the smoothing term only when
+    e is not 0 (a -inf logit would give 0 * inf there); 0 where the target is ignored."""
+    xp, dtype = runtime.array_module_of(logits), logits.dtype
+    x = logits.astype(runtime.working_dtype(dtype))
+    top = x.max(axis=1)
+    lse = top + xp.log(xp.exp(x - top[:, None]).sum(axis=1))
     kept = targets != ignore_index
-    picked = xp.take_along_axis(logits, xp.where(kept, targets, 0)[:, None], axis=1)[:, 0]
-    loss = lse - picked
+    loss = lse - xp.take_along_axis(x, xp.where(kept, targets, 0)[:, None], axis=1)[:, 0]
     if smoothing:
-        loss = (1 - smoothing) * loss + smoothing * (lse - logits.mean(axis=1))
-    return xp.where(kept, loss, 0).astype(logits.dtype, copy=False), lse
+        loss = (1 - smoothing) * loss + smoothing * (lse - x.mean(axis=1))
+    return xp.where(kept, loss, 0).astype(dtype), lse.astype(dtype)
 
 
 def reference_backward(logits, targets, lse, dlosses, ignore_index: int, smoothing: float):
-    xp = runtime.array_module_of(logits)
-    n, c = logits.shape
-    kept = targets != ignore_index
-    d = logits - lse[:, None]                 # in place from here: softmax - e / C - (1 - e) onehot
-    xp.exp(d, out=d)
-    if smoothing:
-        d -= smoothing / c
-    d[xp.arange(n)[kept], targets[kept]] -= 1 - smoothing
-    d *= xp.where(kept, dlosses, 0)[:, None]
-    return d.astype(logits.dtype, copy=False)
+    """dlogits = (softmax - e / C - (1 - e) onehot(target)) * dloss, per row; 0 for an ignored row."""
+    xp, dtype = runtime.array_module_of(logits), logits.dtype
+    work = runtime.working_dtype(dtype)
+    x, lse, dlosses = (a.astype(work) for a in (logits, lse, dlosses))
+    onehot = (xp.arange(x.shape[1]) == targets[:, None]).astype(work)
+    d = xp.exp(x - lse[:, None]) - smoothing / x.shape[1] - (1 - smoothing) * onehot
+    return (d * xp.where(targets != ignore_index, dlosses, 0)[:, None]).astype(dtype)
 
 
 # ----------------------------------------------------------------------------- launcher

@@ -9,51 +9,41 @@ from __future__ import annotations
 import numpy as np
 
 from .. import device as devices
-from . import runtime
+from . import fast_cpu, runtime
 
 FILE = "layernorm.cu"
 
 
 # ----------------------------------------------------------------------------- reference
-# Written in place, with einsum for the sums of products: each (rows, n) temporary that is not
-# made is a pass over memory saved, and those passes are what layer norm costs on a CPU.
-
 def reference_forward(x, weight, bias, eps: float):
-    xp, n, dtype = runtime.array_module_of(x), x.shape[1], x.dtype
-    x = x.astype(runtime.working_dtype(dtype), copy=False)
-    mean = runtime.row_sums(x) / n
-    out = x - mean[:, None]                                   # centred
-    rstd = 1 / xp.sqrt(xp.einsum("ij,ij->i", out, out) / n + eps)
-    out *= rstd[:, None]                                      # xhat: mean 0, variance 1
-    out *= weight
+    """layernorm.cu's forward: mean, variance around the mean, xhat, then scale and shift."""
+    xp, dtype = runtime.array_module_of(x), x.dtype
+    x = x.astype(runtime.working_dtype(dtype))
+    mean = x.mean(axis=1)
+    var = ((x - mean[:, None]) ** 2).mean(axis=1)
+    rstd = 1 / xp.sqrt(var + eps)
+    out = (x - mean[:, None]) * rstd[:, None] * weight
     if bias is not None:
-        out += bias
-    return out.astype(dtype, copy=False), mean.astype(dtype, copy=False), rstd.astype(dtype, copy=False)
+        out = out + bias
+    return out.astype(dtype), mean.astype(dtype), rstd.astype(dtype)
 
 
-def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True, overwrite: bool = False):
+def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True):
     """dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout * weight: the two means remove what
-    normalising cancels (a shift and a rescaling). dweight = sum of dout xhat, dbias = sum of dout.
-    overwrite=True: dout is the caller's scratch, and dx is computed in its memory."""
-    xp, n, dtype = runtime.array_module_of(x), x.shape[1], x.dtype
-    work = runtime.working_dtype(dtype)
-    x, mean, rstd, dout = (a.astype(work, copy=False) for a in (x, mean, rstd, dout))
-    xhat = x - mean[:, None]
-    xhat *= rstd[:, None]
-    dweight = dbias = None
-    if need_params:
-        dweight, dbias = xp.einsum("ij,ij->j", dout, xhat), runtime.column_sums(dout)
-    g = xp.multiply(dout, weight, out=dout if overwrite else None)       # after the sums over dout above
-    mean_g, mean_gx = runtime.row_sums(g) / n, xp.einsum("ij,ij->i", g, xhat) / n
-    xhat *= mean_gx[:, None]                                  # xhat is spent: reuse its memory
-    g -= xhat
-    g -= mean_g[:, None]
-    g *= rstd[:, None]
-    return tuple(None if a is None else a.astype(dtype, copy=False) for a in (g, dweight, dbias))
+    normalising cancels (a shift and a rescaling). dweight = sum of dout xhat, dbias = sum of dout."""
+    dtype = x.dtype
+    x, mean, rstd, dout = (a.astype(runtime.working_dtype(dtype)) for a in (x, mean, rstd, dout))
+    xhat = (x - mean[:, None]) * rstd[:, None]
+    g = dout * weight
+    dx = rstd[:, None] * (g - g.mean(axis=1, keepdims=True) - xhat * (g * xhat).mean(axis=1, keepdims=True))
+    dweight, dbias = ((dout * xhat).sum(axis=0), dout.sum(axis=0)) if need_params else (None, None)
+    return tuple(None if a is None else a.astype(dtype) for a in (dx, dweight, dbias))
 
 
 # ----------------------------------------------------------------------------- launcher
 def forward(x, weight, bias, eps: float, device: str):
+    if device == "cpu":
+        return fast_cpu.layernorm_forward(x, weight, bias, eps)
     if not runtime.use_kernel(device, x, weight, bias):
         return reference_forward(x, weight, bias, eps)
     xp = devices.array_module(device)
@@ -67,10 +57,12 @@ def forward(x, weight, bias, eps: float, device: str):
     return out, mean, rstd
 
 
-def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, overwrite: bool = False):
-    """overwrite=True: dout is the caller's scratch, which the NumPy reference may compute in."""
+def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_is_spare: bool = False):
+    """dout_is_spare: nobody else holds dout, and the CPU computes dx in it."""
+    if device == "cpu":
+        return fast_cpu.layernorm_backward(x, weight, mean, rstd, dout, need_params, dout_is_spare)
     if not runtime.use_kernel(device, x, weight, dout):
-        return reference_backward(x, weight, mean, rstd, dout, need_params, overwrite)
+        return reference_backward(x, weight, mean, rstd, dout, need_params)
     xp = devices.array_module(device)
     rows, n = x.shape
     x, weight, dout = (runtime.contiguous(xp, a, np.float32) for a in (x, weight, dout))

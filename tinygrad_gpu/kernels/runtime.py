@@ -2,8 +2,11 @@
 
 * ``cuda``: the ``.cu`` file through ``cupy.RawModule``, compiled once per GPU and cached;
 * ``emu``: the same file through the CPU emulator (``emulator.py``);
-* ``cpu``, and any dtype other than float32 (the kernels are written for float32): the
-  NumPy reference next to the kernel, which is the definition of what it must compute.
+* ``cpu``: the fast CPU versions (``fast_cpu.py``), which compute what the references do;
+* any other dtype than float32 on ``emu`` and ``cuda`` (the kernels are written for float32):
+  the NumPy reference next to the kernel, which is the definition of what it must compute.
+
+Nothing here compiles or imports the emulator until a kernel is launched on ``emu``.
 
 Launchers (one per kernel file) build the argument list once: arrays and NumPy scalars,
 the same for CuPy and for the emulator.
@@ -17,7 +20,6 @@ from pathlib import Path
 import numpy as np
 
 from .. import device as devices
-from . import emulator
 
 KERNEL_DIR = Path(__file__).parent
 CUDA_OPTIONS = ("--std=c++17",)
@@ -96,9 +98,10 @@ def _cuda_module(filename: str, device: str):
 _emu_modules = {}
 
 
-def emu_module(filename: str) -> emulator.Module:
+def emu_module(filename: str):
     """kernels/`filename` built for the emulator: once per process (and on disk across processes)."""
     if filename not in _emu_modules:
+        from . import emulator       # only now: the emu device is the emulator's only user
         _emu_modules[filename] = emulator.compile_source(source(filename), str(KERNEL_DIR / filename))
     return _emu_modules[filename]
 
@@ -112,7 +115,7 @@ def launch(device: str, filename: str, kernel: str, grid, block, args, shared_me
     elif device == "emu":
         emu_module(filename).launch(kernel, grid, block, args, shared_mem)
     else:
-        raise ValueError(f"kernels run on 'emu' and 'cuda', not {device!r} (cpu runs the NumPy references)")
+        raise ValueError(f"kernels run on 'emu' and 'cuda', not {device!r} (cpu runs fast_cpu.py)")
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -132,46 +135,13 @@ def array_module_of(array):
     return devices.array_module("cuda") if hasattr(array, "__cuda_array_interface__") else np
 
 
-def row_sums(a):
-    """The sum of each row of a (..., n), as a product with a vector of ones: NumPy reduces a short
-    row (a few hundred values) element by element, BLAS sums many rows at once (3-6x faster). For
-    long rows (a vocabulary of 50,257) NumPy's pairwise sum is the more accurate: keep it there."""
-    return a @ array_module_of(a).ones(a.shape[-1], a.dtype)
-
-
-def column_sums(a):
-    """The sum of each column of a (rows, n), as a product with a vector of ones (3x faster, as above)."""
-    return array_module_of(a).ones(a.shape[0], a.dtype) @ a
-
-
 def contiguous(xp, array, dtype=None):
     """The array as a C-contiguous block of memory (the kernels index flat memory)."""
     return xp.ascontiguousarray(array, dtype=dtype)
 
 
-# ----------------------------------------------------------------------------- the references on a CPU
+# ----------------------------------------------------------------------------- dtypes
 def working_dtype(dtype):
     """What a reference computes in: float16 data in float32, as the kernels accumulate (squares
     and sums of half-precision values overflow at 65504); float32 and float64 as they are."""
     return np.promote_types(dtype, np.float32)
-
-
-CHUNK = 1 << 16            # elements: four float32 arrays of this size fit in a CPU core's L2 cache
-
-
-def by_chunks(compute, *arrays, out):
-    """Run compute(*pieces, out=piece) over 1-D `arrays` and `out`, CHUNK elements at a time.
-
-    An elementwise reference makes a dozen passes (multiply, add, tanh, ...). Over a whole
-    activation (a few MB) every pass goes out to main memory; over a chunk that fits in the
-    cache, only the first read and the last write do. It is the CPU's version of what a CUDA
-    kernel does by keeping an element in a register for the whole formula: about twice as
-    fast here. CuPy arrays are done in one piece (the GPU has no such cache to fit).
-    """
-    if array_module_of(out) is not np or out.size <= CHUNK:
-        compute(*arrays, out=out)
-        return out
-    for start in range(0, out.size, CHUNK):
-        piece = slice(start, start + CHUNK)
-        compute(*(a[piece] for a in arrays), out=out[piece])
-    return out

@@ -3,9 +3,9 @@
 These are compositions of Tensor ops, so their gradients (and second derivatives) come
 from the ops they are made of.  The hot ones (cross_entropy, layer_norm, gelu with
 approximate="tanh", embedding, causal attention) route to fused ops instead
-(``tinygrad_gpu/ops/fused.py``: our CUDA kernels on emu and cuda, their NumPy references on
+(``tinygrad_gpu/ops/fused.py``: our CUDA kernels on emu and cuda, ``kernels/fast_cpu.py`` on
 cpu), behind the same signatures and computing the same values; ``with
-tinygrad_gpu.kernels.fused(False):`` keeps them as compositions.
+tinygrad_gpu.kernels.fused(False):`` runs the compositions those fused ops name instead.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ..ops import fused
 from .. import kernels
 from .. import random
 from ..creation import ones
-from ..ops import linalg, movement
+from ..ops import linalg
 from ..ops.elementwise import check_broadcast, gelu as _gelu
 from ..tensor import Tensor
 
@@ -103,16 +103,8 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
     if bad.any():
         raise IndexError(f"cross_entropy: target {ids[bad][0].item()} is out of range for {n_classes} classes "
                          f"(valid: 0..{n_classes - 1}, or ignore_index={ignore_index})")
-    kept = Tensor._wrap(kept_ids, labels.device)
-    if _use_fused(rows):
-        nll = fused.CrossEntropyRows.apply(rows, labels, ignore_index=ignore_index, label_smoothing=label_smoothing)
-    else:
-        log_probs = rows.log_softmax(1)
-        safe_labels = labels.masked_fill(~kept, 0)          # any valid row for ignored positions
-        nll = -movement.pick_along_dim(log_probs, safe_labels.unsqueeze(1), 1).squeeze(1)
-        if label_smoothing:
-            nll = (1 - label_smoothing) * nll - label_smoothing * log_probs.mean(1)
-        nll = nll.masked_fill(~kept, 0.0)
+    op = fused.CrossEntropyRows.apply if _use_fused(rows) else fused.CrossEntropyRows.composition
+    nll = op(rows, labels, ignore_index=ignore_index, label_smoothing=label_smoothing)
     if reduction == "none":
         return nll.reshape(target.shape)
     if reduction == "sum":
@@ -138,23 +130,15 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor = None, bias: Tensor 
     if x.shape[x.ndim - k:] != normalized_shape:
         raise ValueError(f"layer_norm: input of shape {x.shape} does not end with normalized_shape "
                          f"{normalized_shape}")
-    if _use_fused(x, weight, bias) and x.numel() and all(t is None or t.shape == normalized_shape
-                                                         for t in (weight, bias)):
-        n = math.prod(normalized_shape)
-        weight = weight.reshape(n) if weight is not None else ones(n, dtype=x.dtype, device=x.device)
-        if bias is None:                    # no shift: nothing to add, no gradient to sum
-            return fused.LayerNormRows.apply(x, weight, eps=eps)
-        return fused.LayerNormRows.apply(x, weight, bias.reshape(n), eps=eps)
-    dims = tuple(range(x.ndim - k, x.ndim))
-    mean = x.mean(dims, keepdim=True)
-    centered = x - mean
-    variance = (centered * centered).mean(dims, keepdim=True)     # biased, as in PyTorch
-    out = centered * (variance + eps).rsqrt()
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.shape != normalized_shape:
+            raise ValueError(f"layer_norm: {name} of shape {t.shape} does not match normalized_shape "
+                             f"{normalized_shape}")
+    n = math.prod(normalized_shape)
+    weight = weight.reshape(n) if weight is not None else ones(n, dtype=x.dtype, device=x.device)
+    bias = () if bias is None else (bias.reshape(n),)          # no shift: nothing to add, no gradient to sum
+    op = fused.LayerNormRows.apply if _use_fused(x, weight, *bias) and x.numel() else fused.LayerNormRows.composition
+    return op(x, weight, *bias, eps=eps)
 
 
 def embedding(input: Tensor, weight: Tensor) -> Tensor:
@@ -169,6 +153,12 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
     return fused.EmbeddingLookup.apply(weight, input) if weight.ndim == 2 and _use_fused(weight) else weight[input]
 
 
+def _dropout_keep(shape, p: float, device: str, dtype):
+    """The dropout's mask: 1 / (1 - p) where an element is kept (each with probability 1 - p), else 0."""
+    kept = random.generator(device).random(shape, dtype=np.float32) >= p
+    return Tensor._wrap(kept.astype(dtype) * dtype.type(1.0 / (1.0 - p) if p < 1 else 0.0), device)
+
+
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     """Zero each element with probability p and scale the rest by 1 / (1 - p) (only when training)."""
     if not 0.0 <= p <= 1.0:
@@ -177,9 +167,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         return x
     if p == 1.0:
         return x * 0.0
-    keep = random.generator(x.device).random(x.shape, dtype=np.float32) >= p
-    scale = keep.astype(x.dtype) * (1.0 / (1.0 - p))
-    return x * Tensor._wrap(scale, x.device)
+    return x * _dropout_keep(x.shape, p, x.device, x.dtype)
 
 
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor = None,
@@ -204,18 +192,11 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise ValueError(f"scaled_dot_product_attention: the batch dimensions of {shapes} cannot be broadcast "
                          "together") from None
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    if is_causal and _use_fused(query, key, value):
-        return fused.CausalAttention.apply(query, key, value, scale=scale, dropout_p=dropout_p)
-    scores = query @ key.transpose(-2, -1) * scale
+    keep = None
+    if dropout_p:            # one mask for the attention weights, of the scores' shape
+        shape = (*np.broadcast_shapes(query.shape[:-2], key.shape[:-2]), query.shape[-2], key.shape[-2])
+        keep = _dropout_keep(shape, dropout_p, query.device, query.dtype)
     if is_causal:
-        L, S = query.shape[-2], key.shape[-2]
-        attn_mask = Tensor(np.tril(np.ones((L, S), dtype=bool)), device=scores.device)
-    if attn_mask is not None:
-        if attn_mask.dtype == np.bool_:
-            scores = scores.masked_fill(~attn_mask, float("-inf"))
-        else:
-            scores = scores + attn_mask
-    weights = scores.softmax(-1)
-    if dropout_p > 0.0:
-        weights = dropout(weights, dropout_p)
-    return weights @ value
+        op = fused.CausalAttention.apply if _use_fused(query, key, value) else fused.CausalAttention.composition
+        return op(query, key, value, scale=scale, keep=keep)
+    return fused.attention(query, key, value, scale, attn_mask, keep)

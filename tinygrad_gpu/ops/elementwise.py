@@ -3,7 +3,7 @@
 Each class is one op: ``forward`` computes on arrays, ``backward`` returns the gradient of
 each input written with Tensor ops (so ``create_graph=True`` can differentiate it again).
 Binary ops receive inputs already promoted to one dtype (``Tensor._binary``) and may
-return gradients of the broadcast shape: the engine sums them back (``sum_to_shape``).
+return gradients of the broadcast shape: the engine sums them back (``gradient_sums.sum_to_shape``).
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import numpy as np
 
 from .. import device as devices
 from .. import dtypes
-from ..kernels import gelu as gelu_reference
 from ..tensor import Function, Tensor
 
 
@@ -303,23 +302,11 @@ def sign(x: Tensor) -> Tensor:
     return Sign.apply(x)
 
 
-_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
-_GELU_CUBIC = 0.044715
-
-
-class GeluTanh(Function):
-    """GELU with the tanh approximation (GPT-2's): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return gelu_reference.reference_forward(x.data)   # the definition the gelu.cu kernel follows
-
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        x2 = x * x
-        t = (_SQRT_2_OVER_PI * x * (1 + _GELU_CUBIC * x2)).tanh()
-        dinner = _SQRT_2_OVER_PI * (1 + 3 * _GELU_CUBIC * x2)
-        return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * dinner)
+def gelu_tanh(x: Tensor) -> Tensor:
+    """GELU with the tanh approximation (GPT-2's), as Tensor ops:
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). F.gelu(x, approximate="tanh") runs it as one fused op
+    (ops/fused.py, GeluTanh), whose recorded backward differentiates this composition."""
+    return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
 
 
 class GeluExact(Function):
@@ -338,7 +325,7 @@ class GeluExact(Function):
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     if approximate == "tanh":
-        return GeluTanh.apply(x._floating())
+        return gelu_tanh(x._floating())
     if approximate == "none":
         return GeluExact.apply(x._floating())
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")

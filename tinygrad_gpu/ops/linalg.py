@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..tensor import Function, Tensor, is_grad_enabled
+from ..tensor import Function, Tensor
 
 
 class MatMul(Function):
@@ -65,12 +65,16 @@ class Linear(Function):
     """x @ weight.T (+ bias): x (..., in), weight (out, in) as PyTorch stores it, bias (out,).
 
     One op instead of a transpose, a matmul and an add, in each direction: all rows of x (every
-    leading dimension) go through a single 2-D product. When no graph of the backward is wanted
-    (an ordinary backward) it runs on the arrays directly; with create_graph it is written in
-    Tensor ops, so that it can be differentiated again.
+    leading dimension) go through a single 2-D product. Its backward works on the arrays; when a
+    graph of the backward is wanted, the engine differentiates the composition instead.
     """
 
-    fresh_gradients = True
+    returns_spare_gradients = True
+
+    @staticmethod
+    def composition(x, weight, bias=None):
+        out = x @ weight.transpose(0, 1)
+        return out if bias is None else out + bias
 
     def forward(ctx, x, weight, bias=None):
         ctx.save_for_backward(x, weight)
@@ -85,11 +89,6 @@ class Linear(Function):
         x, weight = ctx.saved_tensors
         need_x, need_weight = ctx.needs_input_grad[:2]
         need_bias = ctx.has_bias and ctx.needs_input_grad[2]
-        if is_grad_enabled():
-            grad_rows, x_rows = grad.reshape(-1, grad.shape[-1]), x.reshape(-1, x.shape[-1])
-            return ((grad @ weight) if need_x else None,
-                    (grad_rows.transpose(0, 1) @ x_rows) if need_weight else None,
-                    *((grad_rows.sum(0) if need_bias else None,) if ctx.has_bias else ()))
         grad_rows = grad.data.reshape(-1, grad.shape[-1])
         grads = ((grad_rows @ weight.data).reshape(x.shape) if need_x else None,                    # dx = dy W
                  (grad_rows.T @ x.data.reshape(-1, x.shape[-1])) if need_weight else None,          # dW = dy^T x
@@ -106,6 +105,5 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor = None) -> Tensor:
         raise ValueError(f"linear: bias of shape {bias.shape} does not fit weight of shape {weight.shape} "
                          f"(need ({weight.shape[0]},))")
     if any(t is not None and t.dtype != x.dtype for t in (weight, bias)):     # mixed dtypes: promote as @ and + do
-        out = x @ weight.transpose(0, 1)
-        return out if bias is None else out + bias
+        return Linear.composition(x, weight, bias)
     return Linear.apply(x, weight) if bias is None else Linear.apply(x, weight, bias)

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import device as devices
 from .. import dtypes
-from ..autograd import SliceGradient
+from ..gradient_sums import SliceGradient, sum_to_shape
 from ..tensor import Function, Tensor, is_grad_enabled
 
 
@@ -124,7 +124,6 @@ class Expand(Function):
         return ctx.xp.broadcast_to(x.data, shape)   # a read-only view: no memory is copied
 
     def backward(ctx, grad):
-        from ..autograd import sum_to_shape
         return sum_to_shape(grad, ctx.input_shape)
 
 
@@ -186,7 +185,7 @@ class GetItem(Function):
 
     def backward(ctx, grad):
         if ctx.basic and not is_grad_enabled():
-            # sparse: the engine adds it into one buffer with its neighbours' (the pieces of a split)
+            # sparse: added into one buffer with its neighbours' (the pieces of a split); gradient_sums.py
             return SliceGradient(grad, ctx.input_shape, ctx.index)
         return AddAtIndex.apply(grad, shape=ctx.input_shape, index=ctx.index, basic=ctx.basic)
 

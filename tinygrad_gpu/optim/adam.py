@@ -9,13 +9,13 @@ Per parameter, with gradient g at step t (counting from 1):
 The divisions by (1 - beta^t) correct the bias of m and v, which start at zero.
 Adam adds weight_decay * p to g first; AdamW instead shrinks p by (1 - lr * weight_decay)
 before the update, so the decay does not pass through the adaptive scaling.
-The arithmetic is one fused kernel per parameter: tinygrad_gpu/kernels/adamw.cu (on cpu, its
-NumPy reference in kernels/adamw.py).
+The arithmetic is one fused kernel per parameter: tinygrad_gpu/kernels/adamw.cu, defined by the
+NumPy reference beside it in kernels/adamw.py (the cpu runs kernels/fast_cpu.py's version).
 """
 from __future__ import annotations
 
 from .. import device as devices
-from ..kernels import adamw_update
+from .. import kernels
 from .optimizer import Optimizer
 
 
@@ -38,9 +38,9 @@ class Adam(Optimizer):
             state["exp_avg_sq"] = xp.zeros_like(param.data)
         state["step"] += 1
         beta1, beta2 = group["betas"]
-        adamw_update(param.data, grad, state["exp_avg"], state["exp_avg_sq"], lr=group["lr"], beta1=beta1,
-                     beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"], step=state["step"],
-                     device=param.device, decoupled=self.decoupled)
+        kernels.adamw.adamw_update(param.data, grad, state["exp_avg"], state["exp_avg_sq"], lr=group["lr"], beta1=beta1,
+                                   beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
+                                   step=state["step"], device=param.device, decoupled=self.decoupled)
 
 
 class AdamW(Adam):

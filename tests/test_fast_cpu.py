@@ -1,0 +1,204 @@
+"""kernels/fast_cpu.py, what the cpu device runs, against the references it must agree with.
+
+The references (reference_* in each kernel's Python file) are the plain formulas of the .cu
+files; the fast versions compute the same in place, in chunks and with shortcuts. Each test
+draws shapes with hypothesis, in float16, float32 and float64, including values where a
+shortcut changes course (GELU past |x| = 10 and past x^2 overflowing, softmax scores past
++-60, rows of nearly equal values) and sizes that straddle fast_cpu.CHUNK.
+"""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tinygrad_gpu.kernels import adamw, causal_softmax, embedding_backward, fast_cpu, gelu, layernorm
+
+DTYPES = st.sampled_from([np.float16, np.float32, np.float64])
+
+
+def eps(dtype):
+    return float(np.finfo(dtype).eps)
+
+
+def assert_close(got, want, tolerance):
+    """|got - want| <= tolerance elementwise, in float64 (the same inf or nan in both counts as equal);
+    the same dtype and shape."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    got64, want64 = got.astype(np.float64), want.astype(np.float64)
+    same = (got64 == want64) | (np.isnan(got64) & np.isnan(want64))
+    fine = same | (np.abs(got64 - want64) <= tolerance)
+    worst = np.unravel_index(np.argmin(fine), fine.shape) if fine.size else ()
+    assert fine.all(), f"at {worst}: got {got[worst]}, want {want[worst]}"
+
+
+def extreme(rng, shape, dtype):
+    """Normal values of several sizes, with the dtype's extremes, 0, +-10 and nearly-saturating ones mixed in."""
+    x = rng.standard_normal(shape) * rng.choice([0.1, 4.0, 30.0], shape)
+    specials = np.array([0.0, 10.0, -10.0, 9.99, 1e3, -1e3, 0.5 * float(np.finfo(dtype).max),
+                         -0.5 * float(np.finfo(dtype).max)])
+    picks = rng.random(x.shape) < 0.1
+    x[picks] = rng.choice(specials, int(picks.sum()))
+    return x.astype(dtype)
+
+
+# ----------------------------------------------------------------------------- GELU
+@given(st.sampled_from([0, 1, 7, 1000, fast_cpu.CHUNK + 5, 2 * fast_cpu.CHUNK + 1]), DTYPES, st.integers(0, 2**32 - 1))
+def test_gelu_forward_and_its_kept_slope_agree_with_the_references(n, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x, dy = extreme(rng, n, dtype), rng.standard_normal(n).astype(dtype)
+    want_y, want_dx = gelu.reference_forward(x), gelu.reference_backward(x, dy)
+    y = fast_cpu.gelu_forward(x, gelu.K, gelu.C)
+    y_too, slope = fast_cpu.gelu_forward_and_slope(x, gelu.K, gelu.C)
+    np.testing.assert_array_equal(y_too, y)            # training and inference give the same activations
+    # 1 + tanh(u) cancels for x < 0: an ulp of error scaled by |x|; the slope's terms reach about 14
+    assert_close(y, want_y, 4 * eps(dtype) * (1 + np.abs(x.astype(np.float64))))
+    dx = fast_cpu.gelu_backward_from_slope(slope, dy.copy(), dtype)
+    assert_close(dx, want_dx, 64 * eps(dtype) * (1 + np.abs(dy.astype(np.float64))))
+    assert np.isfinite(y).all() and np.isfinite(dx).all()
+
+
+def test_gelu_slope_is_the_derivative_on_both_sides_of_the_clip():
+    """The fast slope takes x clipped to +-10; against float64 on |x| from 0 to 1e30."""
+    x = np.concatenate([np.linspace(-12, 12, 4801), [-1e30, -1e20, -1e13, -20, 20, 1e13, 1e20, 1e30]])
+    for dtype in (np.float32, np.float64):
+        _, slope = fast_cpu.gelu_forward_and_slope(x.astype(dtype), gelu.K, gelu.C)
+        x64 = x.astype(dtype).astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            t = np.tanh(gelu.K * x64 * (1 + gelu.C * x64 ** 2))
+            want = 0.5 * (1 + t) + 0.5 * gelu.K * x64 * (1 + 3 * gelu.C * x64 ** 2) * (1 - t * t)
+        want[np.abs(x64) > 1e6] = x64[np.abs(x64) > 1e6] > 0
+        np.testing.assert_allclose(slope, want, rtol=0, atol=64 * eps(dtype))
+
+
+def test_gelu_backward_computes_in_a_spare_gradient_and_leaves_the_slope_alone():
+    x = np.linspace(-3, 3, 50, dtype=np.float32)
+    _, slope = fast_cpu.gelu_forward_and_slope(x, gelu.K, gelu.C)
+    kept, dy = slope.copy(), np.ones(50, np.float32)
+    dx = fast_cpu.gelu_backward_from_slope(slope, dy, np.float32, dy_is_spare=True)
+    assert np.shares_memory(dx, dy)
+    np.testing.assert_array_equal(slope, kept)
+    dy = np.ones(50, np.float32)
+    dx = fast_cpu.gelu_backward_from_slope(slope, dy, np.float32)
+    assert not np.shares_memory(dx, dy) and (dy == 1).all()
+
+
+# ----------------------------------------------------------------------------- layer norm
+@given(st.integers(1, 40), st.sampled_from([1, 7, 64, 257]), DTYPES, st.booleans(), st.booleans(),
+       st.sampled_from(["normal", "offset", "constant"]), st.integers(0, 2**32 - 1))
+def test_layernorm_agrees_with_the_reference(rows, n, dtype, with_bias, spare, values, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, n))
+    if values == "offset":                  # a large mean next to a small spread: the variance's trap
+        x = 1000 + 0.1 * x
+    elif values == "constant":              # rstd = 1 / sqrt(eps)
+        x = np.full((rows, n), 3.0)
+    x = x.astype(dtype)
+    weight, bias = (rng.standard_normal(n).astype(dtype) for _ in range(2))
+    bias = bias if with_bias else None
+    dout = rng.standard_normal((rows, n)).astype(dtype)
+    want = layernorm.reference_forward(x, weight, bias, 1e-5)
+    got = fast_cpu.layernorm_forward(x, weight, bias, 1e-5)
+    tol = 16 * eps(dtype)
+    mean, rstd = want[1], want[2]
+    # x - mean cancels all but the last digits of values far from 0 (the "offset" rows): the two ways
+    # of summing the mean differ by an ulp of |x|, which rstd magnifies in xhat (and so in out and rstd)
+    shifted = tol * np.abs(x.astype(np.float64)).max() * np.abs(rstd.astype(np.float64)).max()
+    magnified = (np.abs(weight.astype(np.float64)).max(), 0, np.abs(rstd.astype(np.float64)).max())    # out, mean, rstd
+    for g, w, magnify in zip(got, want, magnified):
+        assert_close(g, w, tol * (1 + np.abs(w.astype(np.float64))) + shifted * magnify)
+    want_grads = layernorm.reference_backward(x, weight, mean, rstd, dout)
+    dout_before = dout.copy()
+    grads = fast_cpu.layernorm_backward(x, weight, mean, rstd, dout, True, dout_is_spare=spare)
+    if not spare:
+        np.testing.assert_array_equal(dout, dout_before)
+    # dx cancels terms of size rstd |dout weight| (a row of nearly equal values keeps only their last digits)
+    cancelled = tol * np.abs(rstd.astype(np.float64)).max() * np.abs(dout_before * weight).astype(np.float64).max()
+    for g, w in zip(grads, want_grads):
+        assert_close(g, w, tol * rows * (1 + np.abs(w.astype(np.float64))) + 2 * cancelled)
+
+
+# ----------------------------------------------------------------------------- causal softmax
+@given(st.integers(1, 3), st.integers(1, 70), st.integers(1, 70), DTYPES, st.sampled_from([0.1, 3.0, 50.0, 1e4]),
+       st.booleans(), st.integers(0, 2**32 - 1))
+def test_causal_softmax_agrees_with_the_reference(heads, L, S, dtype, size, spare, seed):
+    """Scores of every size: the fast forward skips the row maxima only when every scaled score is
+    within +-60, and must give the reference's probabilities both ways."""
+    rng = np.random.default_rng(seed)
+    scores = (rng.standard_normal((heads, L, S)) * size).astype(dtype)
+    scores.flat[rng.integers(scores.size)] = 2 * size           # one score past 60 in the large cases
+    dprobs = rng.standard_normal((heads, L, S)).astype(dtype)
+    want = causal_softmax.reference_forward(scores, 0.5)
+    before = scores.copy()
+    probs = fast_cpu.causal_softmax_forward(scores, 0.5, scores_are_spare=spare)
+    if not spare:
+        np.testing.assert_array_equal(scores, before)
+    assert np.isfinite(probs).all()
+    assert_close(probs, want, 8 * eps(dtype))
+    want_d = causal_softmax.reference_backward(want, dprobs, 0.5)
+    got_d = fast_cpu.causal_softmax_backward(want, dprobs.copy(), 0.5, dprobs_are_spare=spare)
+    assert_close(got_d, want_d, 8 * eps(dtype) * S * np.abs(dprobs.astype(np.float64)).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("size", [1.0, 50.0, 1e4])
+@pytest.mark.parametrize("softmax", [fast_cpu.causal_softmax_forward, causal_softmax.reference_forward])
+def test_causal_softmax_with_and_without_the_row_max_is_the_float64_softmax(softmax, dtype, size):
+    """The fast forward skips subtracting each row's max when every scaled score is moderate (|z| < 60)
+    and needs it past that: both ways, and the reference too, the float64 softmax of the visible keys."""
+    rng = np.random.default_rng(0)
+    scores = (rng.standard_normal((2, 3, 5, 7)) * size).astype(dtype)
+    scores[0, 0, 4, 1] = 2 * size               # one score past 60 after scaling, in the wide cases
+    probs = softmax(scores, 0.5)
+    z = np.where(causal_softmax.future_mask(np, 5, 7), -np.inf, 0.5 * scores.astype(np.float64))
+    want = np.exp(z - z.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    assert probs.dtype == dtype and np.isfinite(probs).all()
+    np.testing.assert_allclose(probs, want, rtol=0, atol=8 * np.finfo(dtype).eps)
+
+
+# ----------------------------------------------------------------------------- embedding backward
+@given(st.integers(0, 300), st.integers(1, 70), st.integers(1, 40), DTYPES, st.integers(0, 2**32 - 1))
+def test_embedding_backward_agrees_with_the_reference(tokens, n_embeddings, dim, dtype, seed):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, n_embeddings, tokens)                # repeated ids must all add up
+    dout = rng.standard_normal((tokens, dim)).astype(dtype)
+    want = embedding_backward.reference(ids, dout, n_embeddings)
+    # both add each id's rows in the dtype, in other orders: each addition errs by at most eps times
+    # the running sum, which is at most the sum of the rows' magnitudes
+    magnitudes = embedding_backward.reference(ids, np.abs(dout.astype(np.float64)), n_embeddings)
+    counts = np.bincount(ids, minlength=n_embeddings)[:, None]
+    assert_close(fast_cpu.embedding_backward(ids, dout, n_embeddings), want, 2 * eps(dtype) * counts * magnitudes)
+
+
+# ----------------------------------------------------------------------------- AdamW
+@given(st.integers(1, 300), DTYPES, st.booleans(), st.integers(0, 2**32 - 1))
+def test_adamw_agrees_with_the_reference(n, dtype, decoupled, seed):
+    rng = np.random.default_rng(seed)
+    fast = [rng.standard_normal(n).astype(dtype), np.zeros(n, dtype), np.zeros(n, dtype)]
+    plain = [a.copy() for a in fast]
+    eps_adam = 1e-4 if dtype == np.float16 else 1e-8          # float16 rounds 1e-8 to 0
+    for step in range(1, 4):
+        size = rng.choice([1e-3, 1.0, 1e3] if dtype != np.float16 else [1e-1, 1.0, 10.0])   # g^2 in range
+        grad = (rng.standard_normal(n) * size).astype(dtype)
+        s = adamw.step_scalars(1e-2, 0.9, 0.99, 0.1, step, decoupled)
+        args = (0.9, 0.99, s["bias_correction2_sqrt"], eps_adam, s["decay"], s["l2"])
+        fast_cpu.adamw_update(fast[0], grad, fast[1], fast[2], s["step_size"], *args)
+        adamw.reference_update(plain[0], grad, plain[1], plain[2], s["step_size"], *args)
+    for got, want in zip(fast, plain):
+        assert np.isfinite(got).all()
+        assert_close(got, want, 16 * eps(dtype) * (1 + np.abs(want.astype(np.float64))))
+
+
+@pytest.mark.parametrize("name", ["gelu_forward", "layernorm_forward", "causal_softmax_forward", "embedding_backward"])
+def test_the_cpu_device_runs_the_fast_versions(monkeypatch, name):
+    """The launchers send cpu to fast_cpu (and nothing else there)."""
+    calls = []
+    original = getattr(fast_cpu, name)
+    monkeypatch.setattr(fast_cpu, name, lambda *a, **k: calls.append(name) or original(*a, **k))
+    x = np.ones((2, 3, 3), np.float32)
+    {"gelu_forward": lambda: gelu.forward(x, "cpu"),
+     "layernorm_forward": lambda: layernorm.forward(x[0], x[0, 0], None, 1e-5, "cpu"),
+     "causal_softmax_forward": lambda: causal_softmax.forward(x, 1.0, "cpu"),
+     "embedding_backward": lambda: embedding_backward.embedding_backward(np.array([0, 1]), x[0, :2], 4, "cpu"),
+     }[name]()
+    assert calls == [name]

@@ -1,0 +1,158 @@
+"""gradient_sums.py: adding gradients up in place where that is safe, and the check that keeps it so.
+
+The engine writes into an array only when it is spare (nobody else holds it). A Function that
+declares returns_spare_gradients promises its backward returns arrays it has just made; with
+TINYGRAD_GPU_CHECK_SPARE=1 (on for the whole suite, see conftest.py) every such promise is
+checked as the backward runs.
+"""
+import numpy as np
+import pytest
+
+import tinygrad_gpu as tg
+import tinygrad_gpu.nn.functional as F
+from tinygrad_gpu import gradient_sums
+from tinygrad_gpu.gradient_sums import GradientSums, SliceGradient
+from tinygrad_gpu.ops import fused, linalg
+from tinygrad_gpu.tensor import Function, Tensor
+
+
+def test_the_suite_runs_with_the_check_on():
+    assert gradient_sums.CHECK_SPARE, "conftest.py sets TINYGRAD_GPU_CHECK_SPARE=1 before importing tinygrad_gpu"
+
+
+class _Liar(Function):
+    """Declares its gradients spare, and returns, by `lie`, an array someone else holds."""
+
+    returns_spare_gradients = True
+
+    def forward(ctx, a, b, lie):
+        ctx.save_for_backward(a, b)
+        ctx.lie, ctx.kept = lie, a.data * 2
+        return a.data * b.data
+
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        fresh = Tensor._wrap(grad.data * b.data, grad.device)
+        lies = {"incoming": (grad, fresh), "saved input": (a, fresh),
+                "kept array": (Tensor._wrap(ctx.kept[::-1], a.device), fresh),        # a view of it
+                "each other": (fresh, Tensor._wrap(fresh.data[::-1], grad.device)), "honest": (fresh, grad * a)}
+        return lies[ctx.lie]
+
+
+@pytest.mark.parametrize("lie, what", [("incoming", "its incoming gradient"), ("saved input", "its saved_tensors"),
+                                       ("kept array", "its kept"), ("each other", "its gradient for input 1")])
+def test_a_backward_whose_spare_gradients_are_held_elsewhere_is_caught(lie, what):
+    a, b = tg.tensor([1.0, 2.0], requires_grad=True), tg.tensor([3.0, 4.0], requires_grad=True)
+    upstream = tg.tensor([1.0, 1.0])
+    with pytest.raises(RuntimeError, match=f"declares returns_spare_gradients.*{what}"):
+        _Liar.apply(a, b, lie=lie).backward(upstream)
+
+
+def test_an_honest_backward_passes_the_check_and_the_check_can_be_off(monkeypatch):
+    a, b = tg.tensor([1.0, 2.0], requires_grad=True), tg.tensor([3.0, 4.0], requires_grad=True)
+    _Liar.apply(a, b, lie="honest").backward(tg.tensor([1.0, 1.0]))
+    np.testing.assert_allclose(a.grad.numpy(), [3, 4])
+    monkeypatch.setattr(gradient_sums, "CHECK_SPARE", False)
+    a.grad = None
+    _Liar.apply(a, b, lie="saved input").backward(tg.tensor([1.0, 1.0]))      # unchecked: trusted
+
+
+def test_a_gpt_training_step_keeps_every_promise(monkeypatch):
+    """A training step of a small GPT with dropout (every fused op, both directions), twice: each
+    backward that declares spare gradients is checked, and each kind of such op is among them."""
+    checked = set()
+    check = gradient_sums.check_spare
+
+    def counting(node, *args):
+        checked.add(type(node))
+        check(node, *args)
+    monkeypatch.setattr(gradient_sums, "check_spare", counting)
+    tg.manual_seed(0)
+    model = tg.nn.GPT(tg.nn.GPTConfig(block_size=8, vocab_size=11, n_layer=2, n_head=2, n_embd=8, dropout=0.1))
+    optimizer = model.configure_optimizers(weight_decay=0.1, learning_rate=1e-3)
+    idx = tg.randint(0, 11, (3, 8))
+    for _ in range(2):
+        _, loss = model(idx, idx)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        tg.optim.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    assert {linalg.Linear, fused.LayerNormRows, fused.GeluTanh, fused.CausalAttention, fused.CrossEntropyRows,
+            fused.EmbeddingLookup} <= checked
+
+
+# ----------------------------------------------------------------------------- GradientSums itself
+def _t(values):
+    return tg.tensor(values, dtype=tg.float64)
+
+
+def test_sums_are_made_in_an_array_of_their_own_and_then_added_into_in_place():
+    node = object()
+    sums = GradientSums(recorded=False)
+    first, second, third = _t([1.0, 2.0]), _t([10.0, 20.0]), _t([100.0, 200.0])
+    sums.add(node, first)                      # held by someone else (not spare): kept, never written
+    sums.add(node, second)
+    total = sums.sums[id(node)]
+    assert total is not first and total is not second
+    sums.add(node, third)
+    assert sums.sums[id(node)] is total        # the sum is spare: added into in place
+    grad, spare = sums.pop(node)
+    np.testing.assert_array_equal(grad.numpy(), [111, 222])
+    assert spare and (first.numpy() == [1, 2]).all() and (second.numpy() == [10, 20]).all()
+
+
+def test_a_spare_contribution_takes_the_sum_and_a_shared_one_is_only_read():
+    node = object()
+    sums = GradientSums(recorded=False)
+    shared, fresh = _t([1.0, 2.0]), _t([10.0, 20.0])
+    sums.add(node, shared)
+    sums.add(node, fresh, spare=True)          # nobody else holds it: the sum goes into it
+    grad, spare = sums.pop(node)
+    assert grad is fresh and spare
+    np.testing.assert_array_equal(grad.numpy(), [11, 22])
+    np.testing.assert_array_equal(shared.numpy(), [1, 2])
+    assert sums.pop(node) == (None, False)
+
+
+def test_slices_meet_in_one_zero_filled_buffer():
+    node = object()
+    sums = GradientSums(recorded=False)
+    x = _t(np.zeros((4, 2)))
+    pieces = [SliceGradient(_t([[1.0, 2.0]]), x.shape, (slice(i, i + 1),)) for i in range(3)]
+    for piece in pieces:
+        sums.add(node, piece)
+    grad, spare = sums.pop(node)
+    np.testing.assert_array_equal(grad.numpy(), [[1, 2], [1, 2], [1, 2], [0, 0]])
+    assert spare
+    lone = GradientSums(recorded=False)
+    lone.add(node, pieces[0])
+    grad, spare = lone.pop(node)
+    assert spare and grad.shape == (4, 2)       # made dense when popped: a new buffer, spare
+
+
+def test_a_recorded_sum_is_never_in_place():
+    node = object()
+    sums = GradientSums(recorded=True)
+    a, b = _t([1.0]), _t([2.0])
+    sums.add(node, a, spare=True)
+    sums.add(node, b, spare=True)
+    grad, spare = sums.pop(node)
+    assert not spare and grad is not a and grad is not b
+    np.testing.assert_array_equal(a.numpy(), [1])
+
+
+# ----------------------------------------------------------------------------- recorded backward of fused ops
+def test_a_fused_op_given_one_tensor_twice_differentiates_each_use_once():
+    """create_graph through a fused op recomputes its composition; an input that fills two places (q and
+    k and v all x here) must get the gradient of each place once, as the unfused graph gives."""
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((1, 1, 4, 3))
+
+    def second_order(enabled):
+        with tg.kernels.fused(enabled):
+            x = tg.tensor(x0, requires_grad=True)
+            (gx,) = tg.grad(F.scaled_dot_product_attention(x, x, x, is_causal=True).tanh().sum(), [x],
+                            create_graph=True)
+            return gx.numpy(), tg.grad((gx * gx).sum(), [x])[0].numpy()
+    for got, want in zip(second_order(True), second_order(False)):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

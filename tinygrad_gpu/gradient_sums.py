@@ -1,0 +1,140 @@
+"""Adding up gradients while backward walks the graph, without needless copies.
+
+The gradient of a tensor is the sum of what every op that consumed it sends back.
+``GradientSums`` keeps those sums for the engine (``autograd.py``): ``add`` one
+contribution, ``pop`` the total when the node's turn comes.
+
+One idea saves most of the memory traffic here, and this is the one place it is
+explained. An array is **spare** when nobody else holds it: no tensor, no saved value, no
+caller. A spare array may be written in place; any other may not. What a backward hands
+back is often not spare: ``Add`` gives the same gradient to both inputs, a reshape gives
+a view of it, and a saved tensor may come back as it is. Spare are:
+
+* a sum made here (the first time two contributions meet, in a new array, or in a
+  spare one of the two);
+* the zero-filled buffer that slice gradients are added into;
+* what a backward returns when its Function declares ``returns_spare_gradients``: arrays
+  it has just made. ``TINYGRAD_GPU_CHECK_SPARE=1`` makes the engine check that promise
+  after every such backward (``check_spare``); the test suite runs with it on.
+
+``pop`` says whether the total is spare, and the engine passes that on: a leaf keeps a
+spare gradient as its ``.grad`` without a copy, and a backward learns through
+``Function.grad_is_spare`` that it may compute its result in its incoming gradient.
+When the backward is recorded (``create_graph=True``) nothing is spare: every sum is a
+Tensor op in the graph, and no array is ever written twice.
+
+This module also holds what the ops and the engine both need, so neither imports the
+other: ``sum_to_shape`` (undo broadcasting) and ``SliceGradient``. It imports neither
+``tensor.py`` nor the ops: tensors come in from its callers.
+"""
+from __future__ import annotations
+
+import os
+
+from . import device as devices
+
+CHECK_SPARE = os.environ.get("TINYGRAD_GPU_CHECK_SPARE", "0").lower() not in ("0", "", "false", "no", "off")
+
+
+def sum_to_shape(grad, shape: tuple):
+    """Undo broadcasting: sum `grad` over the dimensions that broadcasting added or stretched."""
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    stretched = tuple(i + extra for i, n in enumerate(shape) if n == 1 and grad.shape[i + extra] != 1)
+    return grad.sum(dim=tuple(range(extra)) + stretched, keepdim=True).reshape(shape)
+
+
+class SliceGradient:
+    """The gradient that x[index] sends back to x: `values` at `index` (ints and slices only), zero
+    everywhere else. Kept sparse until it meets another gradient: the pieces of a split then add
+    into one zero-filled buffer, instead of each making a zero-filled copy of the whole input."""
+
+    def __init__(self, values, shape: tuple, index):
+        self.values, self.shape, self.index = values, shape, index
+        self.dtype = values.dtype
+
+    def dense(self):
+        array = devices.array_module(self.values.device).zeros(self.shape, dtype=self.dtype)
+        array[self.index] = self.values.data
+        return type(self.values)._wrap(array, self.values.device)      # a Tensor, like the values
+
+
+def _dense(grad):
+    return grad.dense() if isinstance(grad, SliceGradient) else grad
+
+
+class GradientSums:
+    """The gradient of each node so far (keyed by the node's id), and which of them are spare."""
+
+    def __init__(self, recorded: bool):
+        self.recorded = recorded       # create_graph: sums are recorded ops, never in place
+        self.sums = {}
+        self.spare = set()
+
+    def add(self, node, grad, spare: bool = False) -> None:
+        """Add `grad` (a Tensor or a SliceGradient) into the gradient of `node`."""
+        key, spare = id(node), spare and not self.recorded
+        previous = self.sums.get(key)
+        if previous is None:                        # the first contribution: kept as it is
+            self.sums[key] = grad
+            if spare and not isinstance(grad, SliceGradient):
+                self.spare.add(key)
+            return
+        if self.recorded or previous.dtype != grad.dtype:        # a new tensor (promoting, or recorded)
+            self.sums[key] = _dense(previous) + _dense(grad)
+            if not self.recorded:
+                self.spare.add(key)
+            return
+        if key not in self.spare:                   # the first sum: into an array of our own
+            if spare and not isinstance(grad, SliceGradient):
+                previous, grad = grad, previous     # the new contribution is one: add into it
+            else:
+                previous = previous.dense() if isinstance(previous, SliceGradient) else previous.clone()
+            self.spare.add(key)
+        if isinstance(grad, SliceGradient):
+            previous.data[grad.index] += grad.values.data
+        else:
+            previous.data += grad.data
+        self.sums[key] = previous
+
+    def pop(self, node):
+        """(the total gradient of `node` as a Tensor, whether it is spare), or (None, False)."""
+        grad = self.sums.pop(id(node), None)
+        if isinstance(grad, SliceGradient):
+            return grad.dense(), True               # a zero-filled buffer made just now
+        spare = id(node) in self.spare
+        self.spare.discard(id(node))
+        return grad, spare
+
+
+# ----------------------------------------------------------------------------- the check
+def _is_array(value) -> bool:
+    return hasattr(value, "__array_interface__") or hasattr(value, "__cuda_array_interface__")
+
+
+def _arrays_in(value) -> list:
+    """The arrays in a value a node keeps: an array, a Tensor's data, or those inside a tuple or list."""
+    if isinstance(value, (tuple, list)):
+        return [a for item in value for a in _arrays_in(item)]
+    if _is_array(value):
+        return [value]
+    data = getattr(value, "data", None)
+    return [data] if _is_array(data) else []
+
+
+def check_spare(node, incoming, incoming_is_spare: bool, grads) -> None:
+    """Raise if a backward that declares returns_spare_gradients returned an array that someone else
+    holds: its incoming gradient (unless that was spare itself), anything the node keeps (its saved
+    tensors and inputs, arrays from the forward), or another of the gradients it returned."""
+    xp = devices.array_module(node.device)
+    held = [("its incoming gradient", incoming.data)] if not incoming_is_spare else []
+    held += [(f"its {name}", array) for name, value in vars(node).items() for array in _arrays_in(value)]
+    returned = [(i, g.data) for i, g in enumerate(grads) if g is not None and not isinstance(g, SliceGradient)]
+    for n, (i, array) in enumerate(returned):
+        others = held + [(f"its gradient for input {j}", other) for j, other in returned[n + 1:]]
+        for what, other in others:
+            if xp.shares_memory(array, other):
+                raise RuntimeError(f"{node!r} declares returns_spare_gradients, but its gradient for input {i} "
+                                   f"shares memory with {what}: it is not spare, and the engine would write "
+                                   "into it. Return a new array, or drop the declaration.")
