@@ -88,6 +88,21 @@ def test_cross_entropy_vocabularies(device, rows, classes):
     check_cross_entropy(device, logits, targets, -100, 0.0)
 
 
+@on_kernel_devices
+def test_cross_entropy_with_masked_classes_and_no_smoothing_is_finite(device):
+    """-inf logits (masked classes) leave the loss finite; the mean over the row, -inf then, enters only
+    with label smoothing (0 * inf would be nan)."""
+    logits = np.float32([[-np.inf, 1.0, 2.0, 0.5], [0.0, -np.inf, 3.0, 1.0], [-np.inf] * 3 + [0.0]])
+    targets = np.array([2, 3, 3])
+    losses, lse = back(*cross_entropy.forward(*on(device, logits, targets), -100, 0.0, device))
+    want_losses, want_lse = cross_entropy.reference_forward(logits, targets, -100, 0.0)
+    shifted = logits.astype(np.float64) - logits.max(1, keepdims=True)
+    exact = np.log(np.exp(shifted).sum(1)) - shifted[np.arange(3), targets]
+    np.testing.assert_allclose(losses, exact, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(want_losses, exact, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-6)
+
+
 # ----------------------------------------------------------------------------- layernorm.cu
 @on_kernel_devices
 @given(st.integers(1, 40), SIZES, st.sampled_from([(0.0, 1.0), (100.0, 1.0), (3.0, 0.01)]),

@@ -2,7 +2,7 @@
 //
 // For one row of logits x (length C, the vocabulary), target class t and label smoothing e:
 //     lse  = log(sum_c exp(x_c))                       (log of the softmax denominator)
-//     loss = (1 - e) * (lse - x_t) + e * (lse - mean_c x_c)
+//     loss = (1 - e) * (lse - x_t) + e * (lse - mean_c x_c)    (the e term only when e != 0)
 //     dloss/dx_c = softmax_c - e / C - (1 - e) * [c == t],   softmax_c = exp(x_c - lse)
 // A row whose target equals ignore_index has loss 0 and gradient 0.
 // Reference: cross_entropy.py (NumPy); launcher: the same file.
@@ -23,6 +23,8 @@
 // x - lse with lse >= max), so nothing overflows even for logits of +-1e4, and s >= 1 after
 // the maximum has been seen, so log(s) is finite.  -inf logits (masked classes) give
 // exp(-inf) = 0; the guard below keeps exp(-inf - (-inf)) = NaN out of rows that start with them.
+// With a -inf logit the mean is -inf too, which is why its term is added only when e != 0:
+// 0 * inf would make the loss NaN.
 #include "block_reduce.h"
 
 // Fold value x into the running pair (m, s).
@@ -79,7 +81,9 @@ extern "C" __global__ void cross_entropy_forward(const float* __restrict__ logit
         } else if (t < 0 || t >= n_classes) {
             losses[blockIdx.x] = __int_as_float(0x7fc00000);   // NaN: Python checks targets first
         } else {
-            losses[blockIdx.x] = (1.0f - smoothing) * (lse - x[t]) + smoothing * (lse - total / n_classes);
+            float loss = lse - x[t];
+            if (smoothing != 0.0f) loss = (1.0f - smoothing) * loss + smoothing * (lse - total / n_classes);
+            losses[blockIdx.x] = loss;
         }
     }
 }
