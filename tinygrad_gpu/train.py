@@ -22,7 +22,7 @@ from . import checkpoint
 from . import device as devices
 from . import random
 from .data import CharTokenizer, DataError, TextDataset, load_corpus
-from .nn import GPT, GPTConfig, LSTMLanguageModel
+from .nn import Embedding, GPT, GPTConfig, LSTMLanguageModel
 from .optim import AdamW, clip_grad_norm_
 from .optim.lr_scheduler import warmup_cosine
 from .tensor import Tensor, no_grad
@@ -114,7 +114,7 @@ def make_optimizer(model, config: TrainConfig) -> AdamW:
 def freeze(model, config: TrainConfig) -> None:
     if config.freeze_embeddings:
         for module in model.modules():
-            if type(module).__name__ == "Embedding":
+            if isinstance(module, Embedding):
                 module.weight.requires_grad_(False)
     if config.freeze_layers:
         if not isinstance(model, GPT):
