@@ -38,7 +38,7 @@ import tinygrad_gpu as tg  # noqa: E402
 from tinygrad_gpu.data import TextDataset, load_corpus  # noqa: E402
 from tinygrad_gpu.optim import clip_grad_norm_  # noqa: E402
 from tinygrad_gpu.optim.lr_scheduler import warmup_cosine  # noqa: E402
-from tinygrad_gpu.train import build_model, make_optimizer, parse_args  # noqa: E402
+from tinygrad_gpu.train import build_model, parse_args  # noqa: E402
 
 
 def nanogpt_initial_weights(torch, TorchGPT, shape, seed: int) -> dict:
@@ -64,7 +64,8 @@ class OurEngine:
     def __init__(self, config, vocab_size: int, weights: dict):
         self.model = build_model(config.model_settings(), vocab_size)
         self.model.load_state_dict({k: tg.tensor(v) for k, v in weights.items()})
-        self.optimizer, self.clip = make_optimizer(self.model, config), config.grad_clip
+        self.optimizer = self.model.configure_optimizers(config.weight_decay, config.lr, (config.beta1, config.beta2))
+        self.clip = config.grad_clip
 
     def loss(self, x, y) -> float:
         with tg.no_grad():

@@ -23,7 +23,7 @@ from . import device as devices
 from . import random
 from .data import CharTokenizer, DataError, TextDataset, load_corpus
 from .nn import Embedding, GPT, GPTConfig, LSTMLanguageModel
-from .optim import AdamW, clip_grad_norm_
+from .optim import clip_grad_norm_
 from .optim.lr_scheduler import warmup_cosine
 from .tensor import Tensor, no_grad
 
@@ -101,14 +101,6 @@ def build_model(settings: dict, vocab_size: int):
     return GPT(GPTConfig(block_size=settings["block_size"], vocab_size=vocab_size, n_layer=settings["n_layer"],
                          n_head=settings["n_head"], n_embd=settings["n_embd"], dropout=settings["dropout"],
                          bias=settings["bias"]))
-
-
-def make_optimizer(model, config: TrainConfig) -> AdamW:
-    """AdamW with weight decay on matrices only (not biases, norms); frozen parameters left out."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": config.weight_decay},
-              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
-    return AdamW([g for g in groups if g["params"]], lr=config.lr, betas=(config.beta1, config.beta2))
 
 
 def freeze(model, config: TrainConfig) -> None:
@@ -212,7 +204,7 @@ def train(config: TrainConfig, log=print) -> dict:
     device = validate(config)
     model, dataset, settings, saved = _prepare(config, device, log)
     freeze(model, config)
-    optimizer = make_optimizer(model, config)
+    optimizer = model.configure_optimizers(config.weight_decay, config.lr, (config.beta1, config.beta2))
     data_rng = np.random.default_rng(config.seed)
     os.makedirs(config.out_dir, exist_ok=True)
     ckpt_path = os.path.join(config.out_dir, CHECKPOINT_NAME)
