@@ -4,7 +4,7 @@ examples/train_charlm.py and nanoGPT both report a val loss after training, but 
 random numbers (initial weights, training batches, evaluation batches), so their figures differ by
 chance as well. This script trains the GPT with either engine on either random stream:
 
-    --stream ours      train.py's: weights from our generator, NumPy batches, the same evaluation
+    --stream ours      train_charlm.py's: weights from our generator, NumPy batches, the same evaluation
                        batches at every evaluation
     --stream nanogpt   nanoGPT's train.py, replayed: torch.manual_seed(seed); the modules' default
                        initialisation, then GPT-2's; the first batch drawn before the loop and each
@@ -135,7 +135,7 @@ def main():
             return windows(split, torch.randint(len(splits[split]) - T, (B,)).numpy())
         eval_batches = batch
     else:
-        tg.manual_seed(config.seed)                     # exactly as train.py builds its model
+        tg.manual_seed(config.seed)                     # exactly as train/loop.py builds its model
         weights = {k: v.numpy() for k, v in build_model(config.model_settings(), shape.vocab_size).state_dict().items()}
         data_rng = np.random.default_rng(config.seed)
 

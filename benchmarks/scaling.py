@@ -57,7 +57,7 @@ VOCAB = 65                     # tiny-shakespeare's characters
 
 # ----------------------------------------------------------------------------- one training step
 def our_step(config: TrainConfig, device: str):
-    """A function doing one training step of our GPT on a fixed random batch, as train.py does it."""
+    """A function doing one training step of our GPT on a fixed random batch, as train/loop.py does it."""
     tg.manual_seed(0)
     model = build_model(config.model_settings(), VOCAB)
     model.to(device)
