@@ -4,7 +4,7 @@ examples/train_charlm.py and nanoGPT both report a val loss after training, but 
 random numbers (initial weights, training batches, evaluation batches), so their figures differ by
 chance as well. This script trains the GPT with either engine on either random stream:
 
-    --stream ours      train.py's: weights from our generator, NumPy batches, the same evaluation
+    --stream ours      train_charlm.py's: weights from our generator, NumPy batches, the same evaluation
                        batches at every evaluation
     --stream nanogpt   nanoGPT's train.py, replayed: torch.manual_seed(seed); the modules' default
                        initialisation, then GPT-2's; the first batch drawn before the loop and each
@@ -38,7 +38,7 @@ import tinygrad_gpu as tg  # noqa: E402
 from tinygrad_gpu.data import TextDataset, load_corpus  # noqa: E402
 from tinygrad_gpu.optim import clip_grad_norm_  # noqa: E402
 from tinygrad_gpu.optim.lr_scheduler import warmup_cosine  # noqa: E402
-from tinygrad_gpu.train import build_model, make_optimizer, parse_args  # noqa: E402
+from tinygrad_gpu.train import build_model, parse_args  # noqa: E402
 
 
 def nanogpt_initial_weights(torch, TorchGPT, shape, seed: int) -> dict:
@@ -64,7 +64,8 @@ class OurEngine:
     def __init__(self, config, vocab_size: int, weights: dict):
         self.model = build_model(config.model_settings(), vocab_size)
         self.model.load_state_dict({k: tg.tensor(v) for k, v in weights.items()})
-        self.optimizer, self.clip = make_optimizer(self.model, config), config.grad_clip
+        self.optimizer = self.model.configure_optimizers(config.weight_decay, config.lr, (config.beta1, config.beta2))
+        self.clip = config.grad_clip
 
     def loss(self, x, y) -> float:
         with tg.no_grad():
@@ -134,7 +135,7 @@ def main():
             return windows(split, torch.randint(len(splits[split]) - T, (B,)).numpy())
         eval_batches = batch
     else:
-        tg.manual_seed(config.seed)                     # exactly as train.py builds its model
+        tg.manual_seed(config.seed)                     # exactly as train/loop.py builds its model
         weights = {k: v.numpy() for k, v in build_model(config.model_settings(), shape.vocab_size).state_dict().items()}
         data_rng = np.random.default_rng(config.seed)
 

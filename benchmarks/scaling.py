@@ -49,7 +49,7 @@ from tinygrad_gpu import device as devices  # noqa: E402
 from tinygrad_gpu.ops import fused, linalg  # noqa: E402
 from tinygrad_gpu.optim import clip_grad_norm_  # noqa: E402
 from tinygrad_gpu.tensor import Function  # noqa: E402
-from tinygrad_gpu.train import TrainConfig, build_model, make_optimizer  # noqa: E402
+from tinygrad_gpu.train import TrainConfig, build_model  # noqa: E402
 from benchmarks import bench_device  # noqa: E402
 
 VOCAB = 65                     # tiny-shakespeare's characters
@@ -57,11 +57,11 @@ VOCAB = 65                     # tiny-shakespeare's characters
 
 # ----------------------------------------------------------------------------- one training step
 def our_step(config: TrainConfig, device: str):
-    """A function doing one training step of our GPT on a fixed random batch, as train.py does it."""
+    """A function doing one training step of our GPT on a fixed random batch, as train/loop.py does it."""
     tg.manual_seed(0)
     model = build_model(config.model_settings(), VOCAB)
     model.to(device)
-    optimizer = make_optimizer(model, config)
+    optimizer = model.configure_optimizers(config.weight_decay, config.lr, (config.beta1, config.beta2))
     params = [p for group in optimizer.param_groups for p in group["params"]]
     rng = np.random.default_rng(0)
     x, y = (tg.tensor(rng.integers(0, VOCAB, (config.batch_size, config.block_size)), device=device)

@@ -104,7 +104,7 @@ def worker_ours(args, setup) -> dict:
     import tinygrad_gpu as tg
     from tinygrad_gpu.nn import GPT, GPTConfig
     from tinygrad_gpu.optim import clip_grad_norm_
-    from tinygrad_gpu.train import TrainConfig, make_optimizer, optimizer_params
+    from tinygrad_gpu.train import optimizer_params
     base_mb = host_memory_mb("VmRSS")
     cfg = setup["config"]
     tg.set_default_device("cpu")          # built and loaded here, then moved: no random init on a GPU
@@ -113,7 +113,7 @@ def worker_ours(args, setup) -> dict:
     model.to(args.device)
     x, y = tg.tensor(setup["x"], device=args.device), tg.tensor(setup["y"], device=args.device)
     del setup
-    optimizer = make_optimizer(model, TrainConfig(lr=LR, beta1=BETAS[0], beta2=BETAS[1], weight_decay=WEIGHT_DECAY))
+    optimizer = model.configure_optimizers(WEIGHT_DECAY, LR, BETAS)
     params = optimizer_params(optimizer)
     pool = used = None
     if args.device.startswith("cuda"):

@@ -308,6 +308,23 @@ def test_configure_optimizers_decays_matrices_only():
     assert isinstance(optimizer, tg.optim.AdamW)
 
 
+def test_configure_optimizers_leaves_frozen_parameters_out():
+    model = tiny()
+    model.transformer.wpe.weight.requires_grad_(False)
+    model.transformer.h[0].requires_grad_(False)
+    decay, no_decay = model.configure_optimizers(weight_decay=0.1, learning_rate=3e-4).param_groups
+    trained = [p for p in model.parameters() if p.requires_grad]
+    assert len(trained) < len(list(model.parameters()))
+    assert [id(p) for p in decay["params"]] == [id(p) for p in trained if p.ndim == 2]      # order kept too
+    assert [id(p) for p in no_decay["params"]] == [id(p) for p in trained if p.ndim == 1]
+    # A group that freezing empties is left out, as before, so saved optimizer states still fit.
+    for p in model.parameters():
+        if p.ndim == 2:
+            p.requires_grad_(False)
+    (only,) = model.configure_optimizers(weight_decay=0.1, learning_rate=3e-4).param_groups
+    assert only["weight_decay"] == 0.0 and [id(p) for p in only["params"]] == [id(p) for p in trained if p.ndim == 1]
+
+
 # ----------------------------------------------------------------------------- Hugging Face GPT-2
 def gpt2_arrays(L=2, C=8, V=20, P=16, seed=0):
     """A random GPT-2 in Hugging Face's layout: Conv1D weights (in, out), attention-mask buffers."""

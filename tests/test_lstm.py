@@ -175,3 +175,13 @@ def test_tiny_lstm_language_model_overfits_one_batch():
     print(f"LSTM overfit: loss {losses[0]:.4f} -> {losses[-1]:.4f} in {len(losses)} steps, {seconds:.2f} s")
     assert abs(losses[0] - math.log(vocab)) < 0.3
     assert losses[-1] < 0.05, f"final loss {losses[-1]} after {len(losses)} steps"
+
+
+def test_language_model_configures_adamw_as_gpt_does():
+    model = nn.LSTMLanguageModel(vocab_size=12, n_embd=8, n_layer=2)
+    model.embedding.weight.requires_grad_(False)
+    decay, no_decay = model.configure_optimizers(weight_decay=0.1, learning_rate=3e-3, betas=(0.9, 0.99)).param_groups
+    trained = [p for p in model.parameters() if p.requires_grad]
+    assert [id(p) for p in decay["params"]] == [id(p) for p in trained if p.ndim == 2]     # W_ih, W_hh, head
+    assert [id(p) for p in no_decay["params"]] == [id(p) for p in trained if p.ndim == 1]  # the biases
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0 and decay["betas"] == (0.9, 0.99)

@@ -1,5 +1,5 @@
-"""The training programs end to end: a smoke run, sampling, fine-tuning, resume after a kill
-or Ctrl-C, and one-line errors for bad settings."""
+"""The training programs end to end: a smoke run, sampling, fine-tuning (and what it freezes),
+resume after a kill or Ctrl-C, and one-line errors for bad settings."""
 import json
 import os
 import signal
@@ -8,6 +8,9 @@ import sys
 import time
 
 import pytest
+
+from tinygrad_gpu import nn
+from tinygrad_gpu.train import TrainConfig, freeze
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -75,6 +78,19 @@ def test_finetune_reports_val_loss_before_and_after(tmp_path, corpus):
     before, after = (float(w) for w in line.replace(",", "").split() if w.replace(".", "").isdigit()
                      and "." in w)
     assert after < before, line
+
+
+def test_freeze_embeddings_finds_them_by_type_not_by_name():
+    class PositionTable(nn.Embedding):        # a subclass is an Embedding all the same
+        pass
+
+    class Embedding(nn.Linear):               # only the name of one
+        pass
+
+    model = nn.Sequential(PositionTable(10, 4), Embedding(4, 4))
+    freeze(model, TrainConfig(freeze_embeddings=True))
+    assert not model[0].weight.requires_grad
+    assert model[1].weight.requires_grad and model[1].bias.requires_grad
 
 
 def _start(out, corpus, extra=()):

@@ -17,6 +17,7 @@ import math
 import os
 
 from .. import creation
+from ..optim import configure_adamw
 from ..tensor import Tensor
 from . import functional as F
 from . import init, sampling
@@ -146,12 +147,9 @@ class GPT(Module):
         return logits, loss
 
     def configure_optimizers(self, weight_decay: float, learning_rate: float, betas=(0.9, 0.95), eps=1e-8):
-        """AdamW with weight decay on matrices and embeddings (2-D and up) only, not on biases and norms."""
-        from ..optim import AdamW
-        params = list(self.parameters())
-        groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
-                  {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
-        return AdamW(groups, lr=learning_rate, betas=betas, eps=eps)
+        """AdamW with weight decay on matrices and embeddings (2-D and up) only, not on biases and norms;
+        frozen parameters left out (optim.configure_adamw)."""
+        return configure_adamw(self.parameters(), weight_decay, learning_rate, betas, eps)
 
     def generate(self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int = None) -> Tensor:
         """Extend each row of `idx` by `max_new_tokens` sampled tokens (see nn.sampling.generate)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .. import creation
 from ..ops.movement import stack
+from ..optim import configure_adamw
 from . import functional as F
 from . import init, sampling
 from .layers import Embedding, Linear
@@ -100,6 +101,10 @@ class LSTMLanguageModel(Module):
         if targets is None:
             return logits, None
         return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-1)
+
+    def configure_optimizers(self, weight_decay: float, learning_rate: float, betas=(0.9, 0.95), eps=1e-8):
+        """GPT's optimizer set-up (optim.configure_adamw): decay on matrices, not biases; frozen left out."""
+        return configure_adamw(self.parameters(), weight_decay, learning_rate, betas, eps)
 
     def generate(self, idx, max_new_tokens: int, temperature: float = 1.0, top_k: int = None):
         return sampling.generate(self, idx, max_new_tokens, temperature, top_k, self.block_size)

@@ -48,3 +48,14 @@ class AdamW(Adam):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+
+
+def configure_adamw(params, weight_decay: float, lr: float, betas=(0.9, 0.95), eps: float = 1e-8) -> AdamW:
+    """nanoGPT's optimizer for a language model (GPT's and LSTMLanguageModel's configure_optimizers):
+    weight decay on matrices and embeddings (2-D and up), none on biases and norms, which only
+    shift and scale. Frozen parameters (requires_grad False) are left out, and so is a group left
+    empty by them, so the groups are the same ones a checkpoint's optimizer state was saved with."""
+    params = [p for p in params if p.requires_grad]
+    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    return AdamW([group for group in groups if group["params"]], lr=lr, betas=betas, eps=eps)

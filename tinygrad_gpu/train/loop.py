@@ -1,0 +1,156 @@
+"""The training loop behind examples/train_charlm.py, laid out like nanoGPT's train.py.
+
+One iteration: draw a batch of windows, forward to a loss, backward, clip the gradient
+norm, AdamW step, with the learning rate from a warmup + cosine schedule. Every
+`eval_interval` iterations: the mean loss over `eval_iters` fixed batches of each split, a
+checkpoint (checkpointing.py), and a line in OUT_DIR/metrics.jsonl (reporting.py), so that
+`--resume` continues exactly where it left off.
+"""
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+
+from .. import random
+from ..data import CharTokenizer, DataError, TextDataset, load_corpus
+from ..optim import clip_grad_norm_
+from ..optim.lr_scheduler import warmup_cosine
+from ..tensor import Tensor, no_grad
+from . import checkpointing
+from .config import TrainConfig, build_model, freeze, validate
+from .reporting import Report
+
+
+def train(config: TrainConfig, log=print) -> dict:
+    """Run (or resume) training; return the final losses, speed and samples."""
+    device = validate(config)
+    model, dataset, settings, saved = _prepare(config, device, log)
+    freeze(model, config)
+    optimizer = model.configure_optimizers(config.weight_decay, config.lr, (config.beta1, config.beta2))
+    data_rng = np.random.default_rng(config.seed)
+    os.makedirs(config.out_dir, exist_ok=True)
+    iter_num = 0
+    if config.resume:
+        iter_num = checkpointing.restore(saved, optimizer, data_rng)
+        log(f"resuming from iteration {iter_num} of {config.max_iters}")
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"{settings['model']}: {n_params / 1e6:.2f}M parameters, vocabulary {dataset.tokenizer.vocab_size}, "
+        f"train {len(dataset.splits['train']):,} / val {len(dataset.splits['val']):,} tokens, device {device}")
+    report = Report(config, iter_num, tokens_per_step=config.batch_size * settings["block_size"])
+    decay_iters = config.lr_decay_iters or config.max_iters
+
+    def save_checkpoint():
+        checkpointing.save(os.path.join(config.out_dir, checkpointing.CHECKPOINT_NAME), model, optimizer, iter_num,
+                           dataset.tokenizer, settings, config, data_rng)
+
+    with _StopRequest() as stop:
+        while True:
+            lr = warmup_cosine(iter_num, config.lr, config.warmup_iters, decay_iters, config.min_lr)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            evaluation_due = iter_num % config.eval_interval == 0 or iter_num == config.max_iters
+            if evaluation_due and iter_num not in report.evaluated:   # a resumed run may start at one it has
+                row = report.measure(iter_num, estimate_loss(model, dataset, config), lr)
+                save_checkpoint()           # after measuring: saving is not training time
+                report.record(row)
+            if iter_num >= config.max_iters:
+                break
+            if stop.requested:
+                save_checkpoint()
+                report.write(f"interrupted: checkpoint saved at iteration {iter_num}; continue with --resume")
+                break
+            x, y = dataset.batch("train", config.batch_size, data_rng)
+            _, loss = model(x, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.grad_clip:
+                clip_grad_norm_(optimizer_params(optimizer), config.grad_clip)
+            optimizer.step()
+            iter_num += 1
+            report.step(iter_num, loss)
+    report.close()
+    samples = []
+    if iter_num >= config.max_iters and config.num_samples:
+        samples = sample(model, dataset.tokenizer, config.num_samples, config.sample_tokens, temperature=0.8,
+                         device=device)
+    last = report.metrics[-1] if report.metrics else {}
+    return {"iter": iter_num, "train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
+            "elapsed_s": report.elapsed(), "metrics": report.metrics, "samples": samples,
+            "interrupted": iter_num < config.max_iters}
+
+
+def _prepare(config: TrainConfig, device: str, log):
+    """Model, dataset, model settings and the checkpoint the run starts from (None: a fresh model)."""
+    saved = checkpointing.load_start(config)
+    tokenizer = CharTokenizer(saved["tokenizer"]) if saved is not None else None
+    settings = checkpointing.model_settings(saved, config)
+    text = load_corpus(config.data)
+    if tokenizer is not None and tokenizer.unknown(text):
+        missing = tokenizer.unknown(text)
+        if not config.drop_unknown:
+            raise DataError(f"the text has {len(missing)} character(s) the model's vocabulary lacks: "
+                            f"{''.join(missing)!r}; pass --drop-unknown to leave them out")
+        log(f"dropping {sum(text.count(c) for c in missing)} occurrences of {len(missing)} unknown character(s)")
+        text = "".join(c for c in text if c in tokenizer.index)
+    dataset = TextDataset(text, settings["block_size"], tokenizer, device=device)
+    random.manual_seed(config.seed)
+    model = build_model(settings, dataset.tokenizer.vocab_size)
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+    model.to(device)
+    return model, dataset, settings, saved
+
+
+@no_grad()
+def estimate_loss(model, dataset: TextDataset, config: TrainConfig) -> dict:
+    """Mean loss over `eval_iters` batches per split. The batches are the same at every
+    evaluation (their own seeded generator), so the curve shows the model changing, not the
+    batches, and evaluation leaves the training random stream untouched."""
+    was_training = model.training
+    model.eval()
+    losses = {}
+    for number, split in enumerate(("train", "val")):
+        rng = np.random.default_rng([config.seed, number])
+        total = 0.0
+        for _ in range(config.eval_iters):
+            x, y = dataset.batch(split, config.batch_size, rng)
+            total += model(x, y)[1].item()
+        losses[split] = total / config.eval_iters
+    model.train(was_training)
+    return losses
+
+
+def optimizer_params(optimizer) -> list:
+    """Every parameter the optimizer trains (frozen ones are not among them): what gets clipped."""
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
+def sample(model, tokenizer: CharTokenizer, num_samples: int, max_new_tokens: int, prompt: str = "\n",
+           temperature: float = 1.0, top_k: int = None, device: str = "cpu") -> list:
+    """`num_samples` continuations of `prompt` (a newline by default, or the first character when the
+    vocabulary has no newline)."""
+    if prompt == "\n" and "\n" not in tokenizer.index:
+        prompt = tokenizer.chars[0]
+    start = Tensor(np.tile(tokenizer.encode(prompt), (num_samples, 1)), device=device)
+    out = model.generate(start, max_new_tokens, temperature=temperature, top_k=top_k)
+    return [tokenizer.decode(row) for row in out.numpy()]
+
+
+class _StopRequest:
+    """Turns Ctrl-C into a flag checked between iterations, so a step is never cut in half."""
+
+    def __init__(self):
+        self.requested = False
+
+    def __enter__(self):
+        self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self.previous)
+        return False
