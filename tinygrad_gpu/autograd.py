@@ -7,8 +7,8 @@ require grad. ``run_backward`` is the whole algorithm:
    consume its result (an iterative depth-first search: no recursion limit, so a chain of
    100,000 ops is fine);
 2. visit the nodes in that order, so that a node's gradient is complete when its turn
-   comes; call its ``backward`` once, and add what it returns into its inputs' gradients,
-   summing away broadcast dimensions on the way (``sum_to_shape``);
+   comes; call its ``backward`` once, and add what it returns into its inputs' gradients
+   (summing away broadcast dimensions on the way: ``gradient_sums.sum_to_shape``);
 3. free what each node saved for backward (unless ``retain_graph``), so activations are
    released as soon as they have been used.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import gradient_sums
-from .gradient_sums import GradientSums, SliceGradient, sum_to_shape
+from .gradient_sums import GradientSums
 from .tensor import Tensor, set_grad_enabled
 
 
@@ -64,9 +64,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                 node.release()
             for child, shape, child_grad in zip(node.next_nodes, node.input_meta, input_grads):
                 if child is not None and child_grad is not None:
-                    if not isinstance(child_grad, SliceGradient):
-                        child_grad = sum_to_shape(child_grad, shape)
-                    sums.add(child, child_grad, spare=node.returns_spare_gradients)
+                    sums.add(child, child_grad, shape, spare=node.returns_spare_gradients)
     return captured
 
 

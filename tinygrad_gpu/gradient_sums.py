@@ -72,8 +72,11 @@ class GradientSums:
         self.sums = {}
         self.spare = set()
 
-    def add(self, node, grad, spare: bool = False) -> None:
-        """Add `grad` (a Tensor or a SliceGradient) into the gradient of `node`."""
+    def add(self, node, grad, shape: tuple = None, spare: bool = False) -> None:
+        """Add `grad` (a Tensor or a SliceGradient) into the gradient of `node`, whose output has
+        `shape`: a gradient of the broadcast shape is summed back to it first."""
+        if shape is not None and not isinstance(grad, SliceGradient):
+            grad = sum_to_shape(grad, shape)
         key, spare = id(node), spare and not self.recorded
         previous = self.sums.get(key)
         if previous is None:                        # the first contribution: kept as it is
@@ -86,12 +89,15 @@ class GradientSums:
             if not self.recorded:
                 self.spare.add(key)
             return
-        if key not in self.spare:                   # the first sum: into an array of our own
+        if key not in self.spare:                   # the first sum: an array of our own from now on
+            self.spare.add(key)
             if spare and not isinstance(grad, SliceGradient):
                 previous, grad = grad, previous     # the new contribution is one: add into it
-            else:
+            elif isinstance(previous, SliceGradient) or isinstance(grad, SliceGradient):
                 previous = previous.dense() if isinstance(previous, SliceGradient) else previous.clone()
-            self.spare.add(key)
+            else:
+                self.sums[key] = previous + grad    # a new array, in one pass
+                return
         if isinstance(grad, SliceGradient):
             previous.data[grad.index] += grad.values.data
         else:
