@@ -6,9 +6,10 @@
     y.backward()
     x.grad                      # tensor([[2., 4.]])
 
-Names and semantics follow PyTorch.  Reading order for the source: device.py, dtypes.py,
-tensor.py (Tensor and Function), autograd.py (the backward pass), ops/ (each op's forward
-and backward side by side), nn/functional.py, gradcheck.py.
+Names and semantics follow PyTorch.  Start reading with docs/how_it_works.md, a tour of one
+training step; then device.py, dtypes.py, tensor.py (Tensor and Function), autograd.py (the
+backward pass) and gradient_sums.py, ops/ (each op's forward and backward side by side),
+nn/functional.py, gradcheck.py.
 """
 from . import dtypes, nn, optim
 from .checkpoint import load, save

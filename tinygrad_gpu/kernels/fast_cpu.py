@@ -167,7 +167,7 @@ def _bias(L: int, S: int, dtype):
 
 
 def causal_softmax_forward(scores, scale: float, scores_are_spare: bool = False):
-    """In one buffer: scores itself when it is spare (a fresh product of q and k), else a copy."""
+    """In one buffer: scores itself when it is spare (a new product of q and k), else a copy."""
     dtype = scores.dtype
     work = working_dtype(dtype)
     z = scores if scores_are_spare and dtype == work else scores.astype(work)

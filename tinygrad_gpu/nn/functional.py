@@ -156,7 +156,7 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
 def _dropout_keep(shape, p: float, device: str, dtype):
     """The dropout's mask: 1 / (1 - p) where an element is kept (each with probability 1 - p), else 0."""
     kept = random.generator(device).random(shape, dtype=np.float32) >= p
-    return Tensor._wrap(kept.astype(dtype) * dtype.type(1.0 / (1.0 - p) if p < 1 else 0.0), device)
+    return Tensor._wrap(kept.astype(dtype) * (1.0 / (1.0 - p) if p < 1 else 0.0), device)
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:

@@ -1,8 +1,9 @@
 """Fused ops: autograd Functions whose forward and backward each run one of our kernels.
 
 Each Function is one op where a composition of Tensor ops would be a dozen: one kernel per
-direction (``tinygrad_gpu/kernels``), the ``.cu`` kernel on ``emu`` and ``cuda`` for float32
-data, ``kernels/fast_cpu.py`` on ``cpu``, the NumPy reference for other dtypes.
+direction (``tinygrad_gpu/kernels``): the ``.cu`` kernel on ``emu`` and ``cuda`` for float32
+data, on ``cpu`` the fast versions of ``kernels/fast_cpu.py`` (or the reference itself, where
+it is cheap already: cross-entropy), and the NumPy reference for other dtypes.
 ``nn.functional`` routes its hot ops here.
 
 Each one states what it computes as its ``composition``: the same op written as Tensor
