@@ -114,8 +114,9 @@ def main():
     try:
         import torch
     except ImportError:
-        print("torch is not importable: install it to run this comparison")
-        return
+        print("error: this comparison needs PyTorch (nanoGPT's random stream is its generator): pip install torch",
+              file=sys.stderr)
+        raise SystemExit(2) from None
     from torch_gpt import TorchGPT, train_step
 
     dataset = TextDataset(load_corpus(config.data), config.block_size)

@@ -2,10 +2,11 @@
 
     python examples/train_charlm.py                    # first, a base model in out-charlm/
     python examples/finetune_charlm.py                 # then adapt it to examples/data/shop_products.txt
-    python examples/finetune_charlm.py --data my_descriptions.txt --freeze-embeddings --freeze-layers 2
+    python examples/finetune_charlm.py --data mine.txt --freeze-embeddings --freeze-layers 2 --out-dir out-mine
 
-It starts from --init-from (a checkpoint of ours), keeps its architecture and vocabulary,
-and continues training on --data with a lower learning rate; optionally the embeddings and
+It starts from --init-from (a checkpoint of ours), keeps its architecture and vocabulary
+(an architecture flag that says otherwise is an error), and continues training on --data with
+a lower learning rate, in its own --out-dir; optionally the embeddings and
 the first transformer blocks stay frozen, which protects what the base model learnt when the
 new text is small. The val loss on the new text is shown before the first step and after
 the last. Characters the base vocabulary lacks are an error unless --drop-unknown is given.

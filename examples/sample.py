@@ -2,44 +2,56 @@
 
     python examples/sample.py --out-dir out-charlm --prompt "The " --num-samples 3 --temperature 0.8
 """
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))   # run from a checkout
 
 import tinygrad_gpu as tg  # noqa: E402
-from tinygrad_gpu.data import CharTokenizer, DataError  # noqa: E402
-from tinygrad_gpu.train import CHECKPOINT_NAME, build_model, sample  # noqa: E402
+from tinygrad_gpu.data import CharTokenizer  # noqa: E402
+from tinygrad_gpu.train import CHECKPOINT_NAME, ConfigError, build_model, one_line_errors, sample  # noqa: E402
+from tinygrad_gpu.train.checkpointing import load_weights, read  # noqa: E402
+from tinygrad_gpu.train.cli import Parser  # noqa: E402
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out-dir", default="out-charlm", help="folder holding ckpt.safetensors")
-    parser.add_argument("--prompt", default="\n")
-    parser.add_argument("--num-samples", type=int, default=3)
-    parser.add_argument("--max-new-tokens", type=int, default=500)
-    parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--top-k", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=1337)
-    parser.add_argument("--device", default=None)
+    parser = Parser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out-dir", default="out-charlm", help="the run's folder, holding ckpt.safetensors "
+                        "(default: %(default)s)")
+    parser.add_argument("--prompt", default="\n", help="the text each sample continues (default: a newline)")
+    parser.add_argument("--num-samples", type=int, default=3, help="how many texts (default: %(default)s)")
+    parser.add_argument("--max-new-tokens", type=int, default=500, help="characters per text (default: %(default)s)")
+    parser.add_argument("--temperature", type=float, default=0.8, help="below 1 the likely characters become "
+                        "likelier, above 1 less so (default: %(default)s)")
+    parser.add_argument("--top-k", type=int, default=None, help="draw only from the k likeliest characters "
+                        "(default: all)")
+    parser.add_argument("--seed", type=int, default=1337, help="seeds the draws (default: %(default)s)")
+    parser.add_argument("--device", default=None, help="cpu, cuda (cuda:N) or emu (default: cuda when a GPU is "
+                        "visible, else cpu)")
     args = parser.parse_args(argv)
-    path = os.path.join(args.out_dir, CHECKPOINT_NAME)
-    try:
-        device = tg.device.canonical(args.device)
+    with one_line_errors():
+        for name, least in (("num_samples", 1), ("max_new_tokens", 0), ("top_k", 1)):
+            value = getattr(args, name)
+            if value is not None and value < least:
+                raise ConfigError(f"--{name.replace('_', '-')} must be at least {least}, got {value}")
+        if not args.temperature > 0:
+            raise ConfigError(f"--temperature must be positive, got {args.temperature}")
+        try:
+            device = tg.device.canonical(args.device)
+        except (RuntimeError, ValueError) as e:
+            raise ConfigError(str(e)) from None
+        path = os.path.join(args.out_dir, CHECKPOINT_NAME)
         if not os.path.exists(path):
-            raise DataError(f"no checkpoint at {path}; train one with examples/train_charlm.py --out-dir {args.out_dir}")
-        saved = tg.load(path)
+            raise ConfigError(f"no checkpoint at {path}; train one with examples/train_charlm.py --out-dir "
+                              f"{args.out_dir}")
+        saved = read(path)
         tokenizer = CharTokenizer(saved["tokenizer"])
         model = build_model(saved["model_settings"], tokenizer.vocab_size)
-        model.load_state_dict(saved["model"])
+        load_weights(model, saved)
         model.to(device)
         tg.manual_seed(args.seed)
         texts = sample(model, tokenizer, args.num_samples, args.max_new_tokens, prompt=args.prompt,
                        temperature=args.temperature, top_k=args.top_k, device=device)
-    except (DataError, RuntimeError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
     for i, text in enumerate(texts):
         print(f"--- sample {i + 1} ---\n{text}")
 

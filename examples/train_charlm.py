@@ -1,15 +1,16 @@
 """Train a character-level language model and print what it writes.
 
-    python examples/train_charlm.py                        # small GPT on a built-in corpus
-    python examples/train_charlm.py --data shakespeare     # tiny-shakespeare (downloaded once)
+    python examples/train_charlm.py                        # small GPT on a built-in corpus, in out-charlm/
+    python examples/train_charlm.py --data shakespeare --out-dir out-shakespeare   # tiny-shakespeare (downloaded once)
     python examples/train_charlm.py --data my_text.txt --max-iters 3000 --out-dir out-mine
-    python examples/train_charlm.py --model lstm           # an LSTM instead of a transformer
+    python examples/train_charlm.py --model lstm --out-dir out-lstm                # an LSTM instead of a transformer
     python examples/train_charlm.py --resume               # continue the run in --out-dir
 
 The defaults (4 layers, 4 heads, 128 dimensions, 64-character context, batch 12, 1000
 iterations) finish in a few minutes on a 2-core CPU. Every --eval-interval iterations the
-train and val losses are printed and appended to OUT_DIR/metrics.jsonl, and a checkpoint is
-saved; Ctrl-C saves one and stops. Sample from it later with examples/sample.py.
+train and val losses are printed and added to OUT_DIR/metrics.jsonl, and a checkpoint is
+saved; Ctrl-C saves one and stops. A folder holds one run: a new run in a folder that has one
+asks for --resume, another --out-dir or --overwrite. Sample from it later with examples/sample.py.
 """
 import os
 import sys

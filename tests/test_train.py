@@ -1,7 +1,9 @@
 """The training programs end to end: a smoke run, sampling, fine-tuning (and what it freezes),
 resume after a kill or Ctrl-C, and one-line errors for bad settings."""
+import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -122,9 +124,13 @@ def test_resume_after_a_kill_reproduces_the_uninterrupted_run(tmp_path, corpus, 
     _wait_for_iteration(out, 20, process)
     process.send_signal(signal.SIGKILL if how == "SIGKILL" else signal.SIGINT)
     stdout, stderr = process.communicate(timeout=60)
+    rows = _metrics(out)
     if how == "SIGINT":
         assert process.returncode == 0 and "interrupted: checkpoint saved" in stdout, stderr
-    rows = _metrics(out)
+        stopped = int(stdout.split("interrupted: checkpoint saved at iteration ")[1].split(";")[0])
+        last = stdout.strip().splitlines()[-1]           # the iteration reached, and the last losses measured
+        assert last.startswith(f"stopped at iteration {stopped} of 60; last measured at iteration {rows[-1]['iter']}: "
+                               f"train loss {rows[-1]['train_loss']:.4f}, val loss {rows[-1]['val_loss']:.4f}"), last
     assert rows[-1]["iter"] < 60, "the run finished before it could be interrupted"
     resumed = _run("train_charlm.py", "--data", corpus, "--out-dir", out, "--max-iters", "60",
                    "--eval-interval", "10", "--dropout", "0.1", "--resume", *TINY)
@@ -139,16 +145,166 @@ def test_resume_after_a_kill_reproduces_the_uninterrupted_run(tmp_path, corpus, 
     (["--resume"], "no checkpoint"),
     (["--block-size", "5000"], "fewer than block_size"),
     (["--model", "rnn"], "--model"),
+    (["--lr", "-0.001"], "--lr must not be negative"),
+    (["--beta2", "1.5"], "--beta2 must be in [0, 1)"),
+    (["--lr", "fast"], "invalid float value"),
+    (["--grad-clip", "-1"], "--grad-clip"),
+    (["--warmup-iters", "-5"], "--warmup-iters"),
+    (["--freeze-layers", "3", "--n-layer", "2"], "more than the model's 2 blocks"),
+    (["--no-such-flag"], "unrecognized arguments"),
+    (["--resume", "--overwrite"], "pick one"),
 ])
 def test_bad_settings_are_one_line_errors(tmp_path, corpus, args, message):
     base = ["--data", corpus, "--out-dir", str(tmp_path / "o"), "--max-iters", "1"]
     result = _run("train_charlm.py", *base, *args)
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr and message in result.stderr
+    _assert_one_line_error(result, message)
+
+
+def _assert_one_line_error(result, message, code=2):
+    assert result.returncode == code, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr and message in result.stderr, result.stderr
     assert result.stderr.strip().startswith("error:") and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture
+def trained(tmp_path, corpus):
+    """A finished tiny run's folder (2 layers)."""
+    out = str(tmp_path / "base")
+    result = _run("train_charlm.py", "--data", corpus, "--out-dir", out, "--max-iters", "10", "--eval-interval", "10",
+                  *TINY, "--n-layer", "2", "--num-samples", "0")
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_a_new_run_does_not_replace_another_runs_folder(tmp_path, corpus, trained):
+    """The README's runs each have a folder; a new run in another run's folder is refused, and the other run's
+    checkpoint and metrics stay as they were, until --overwrite says to replace them."""
+    files = {name: open(os.path.join(trained, name), "rb").read() for name in ("ckpt.safetensors", "metrics.jsonl")}
+    other = ["--data", corpus, "--out-dir", trained, "--max-iters", "10", "--eval-interval", "5", *TINY]
+    refused = _run("train_charlm.py", *other, "--model", "lstm")
+    _assert_one_line_error(refused, "holds another run")
+    assert all(option in refused.stderr for option in ("--resume", "--out-dir", "--overwrite"))
+    assert {name: open(os.path.join(trained, name), "rb").read() for name in files} == files
+    replaced = _run("train_charlm.py", *other, "--model", "lstm", "--overwrite")
+    assert replaced.returncode == 0, replaced.stderr
+    assert [r["iter"] for r in _metrics(trained)] == [0, 5, 10]       # a new run starts metrics.jsonl anew
+    assert open(os.path.join(trained, "ckpt.safetensors"), "rb").read() != files["ckpt.safetensors"]
+
+
+@pytest.mark.parametrize("program, args, message", [
+    ("train_charlm.py", ["--data", "{corpus}", "--out-dir", "{damaged}", "--resume"], "not a readable safetensors"),
+    ("sample.py", ["--out-dir", "{damaged}"], "not a readable safetensors file"),
+    ("train_charlm.py", ["--data", "{corpus}", "--out-dir", "{new}", "--init-from", "{plain}"], "not a checkpoint of"),
+    ("finetune_charlm.py", ["--data", "{corpus}", "--out-dir", "{new}", "--init-from", "{plain}"], "not a checkpoint"),
+    ("sample.py", ["--out-dir", "{trained}", "--temperature", "0"], "--temperature must be positive"),
+])
+def test_unreadable_and_foreign_checkpoints_are_one_line_errors(tmp_path, corpus, trained, program, args, message):
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    with open(os.path.join(trained, "ckpt.safetensors"), "rb") as f:
+        (damaged / "ckpt.safetensors").write_bytes(f.read()[:4000])      # cut short, as by a full disk
+    plain = str(tmp_path / "plain.safetensors")
+    import tinygrad_gpu as tg
+    tg.save({"weight": tg.ones(3)}, plain)                               # safetensors, not a training checkpoint
+    places = dict(corpus=corpus, damaged=str(damaged), new=str(tmp_path / "new"), plain=plain, trained=trained)
+    _assert_one_line_error(_run(program, *(a.format(**places) for a in args)), message)
+
+
+@pytest.mark.parametrize("program", ["train_charlm.py", "finetune_charlm.py"])
+def test_architecture_flags_that_contradict_the_checkpoint_are_errors(tmp_path, corpus, trained, program):
+    start = ["--init-from", os.path.join(trained, "ckpt.safetensors"), "--data", corpus, "--out-dir",
+             str(tmp_path / "ft"), "--max-iters", "2", "--eval-interval", "2", *TINY]      # TINY says --n-layer 1
+    result = _run(program, *start)
+    _assert_one_line_error(result, "--n-layer 1 contradicts the checkpoint")
+    assert "n_layer is 2" in result.stderr
+    resumed = _run("train_charlm.py", "--data", corpus, "--out-dir", trained, "--resume", "--n-embd", "32",
+                   "--n-head", "2")
+    _assert_one_line_error(resumed, "--n-embd 32 contradicts the checkpoint")
+
+
+def test_a_diverging_run_stops_and_keeps_its_last_good_checkpoint(tmp_path, corpus):
+    out = str(tmp_path / "out")
+    result = _run("train_charlm.py", "--data", corpus, "--out-dir", out, "--max-iters", "200", "--eval-interval", "5",
+                  *TINY, "--lr", "1e4")
+    _assert_one_line_error(result, "became", code=1)
+    assert "--lr" in result.stderr and "--grad-clip" in result.stderr and "is kept" in result.stderr
+    assert "RuntimeWarning" not in result.stderr and "final:" not in result.stdout
+    import numpy as np
+    import tinygrad_gpu as tg
+    saved = tg.load(os.path.join(out, "ckpt.safetensors"))
+    assert all(np.isfinite(t.numpy()).all() for t in saved["model"].values())
+    assert all(np.isfinite([r["train_loss"], r["val_loss"]]).all() for r in _metrics(out))
+    assert f"checkpoint of iteration {saved['iter']}" in result.stderr
+
+
+def test_help_is_a_manual():
+    result = _run("train_charlm.py", "--help")
+    assert result.returncode == 0
+    text = result.stdout
+    for group in ("data:", "model:", "optimisation:", "schedule:", "evaluation and output:", "devices:"):
+        assert group in text
+    flags = [f.name.replace("_", "-") for f in dataclasses.fields(TrainConfig) if f.metadata.get("group")]
+    assert len(flags) >= 30
+    entries = re.split(r"\n(?=  -)", text.split("options:", 1)[1])     # one per flag, its sentence wrapped below
+    for flag in flags:
+        (entry,) = [e for e in entries if re.match(rf"\s*--{flag}[ ,\n]", e)]
+        sentence = " ".join(entry.split()[2:])
+        assert len(sentence) > 25 and "(default:" in sentence, (flag, entry)
+    assert "{gpt,lstm}" in text and "'shakespeare'" in text and "'builtin'" in text
+    finetune = _run("finetune_charlm.py", "--help").stdout
+    assert "(default: 0.0003)" in " ".join(finetune.split())       # each program's own defaults
+
+
+def test_without_a_terminal_there_is_no_progress_bar_but_a_line_per_evaluation(tmp_path, corpus):
+    options = [o for o in TINY if o != "--no-progress"]
+    result = _run("train_charlm.py", "--data", corpus, "--out-dir", str(tmp_path / "o"), "--max-iters", "40",
+                  "--eval-interval", "20", *options)
+    assert result.returncode == 0, result.stderr
+    assert "\r" not in result.stderr and "it/s" not in result.stderr and len(result.stderr) < 200, result.stderr
+    assert [l.split(":")[0] for l in result.stdout.splitlines() if l.startswith("iter ")] == \
+        ["iter 0", "iter 20", "iter 40"]
 
 
 @pytest.mark.skipif(__import__("tinygrad_gpu").cuda_available(), reason="this machine has a GPU")
 def test_cuda_without_a_gpu_is_a_one_line_error(tmp_path, corpus):
     result = _run("train_charlm.py", "--data", corpus, "--out-dir", str(tmp_path / "o"), "--device", "cuda")
     assert result.returncode == 2 and "CUDA is unavailable" in result.stderr and "Traceback" not in result.stderr
+
+
+# ----------------------------------------------------------------------------- the README's commands
+def _readme_commands():
+    text = open(os.path.join(ROOT, "README.md")).read()
+    blocks = re.findall(r"^```bash\n(.*?)^```$", text, flags=re.M | re.S)
+    commands = [part.split() for block in blocks for line in block.splitlines()
+                for part in line.split("#")[0].split("&&")]
+    return [words for words in commands if words and words[0] == "python"]
+
+
+def test_the_readmes_runs_each_have_a_folder_that_git_ignores():
+    """Each README command can run after the others without loss: no two training runs share an --out-dir,
+    and every folder the programs write (their defaults included) is in .gitignore."""
+    folders = []
+    for words in _readme_commands():
+        program = os.path.basename(words[1])
+        if program in ("train_charlm.py", "finetune_charlm.py"):
+            given = words[words.index("--out-dir") + 1] if "--out-dir" in words else None
+            folders.append(given or {"train_charlm.py": "out-charlm", "finetune_charlm.py": "out-finetune"}[program])
+    assert len(folders) >= 6 and len(set(folders)) == len(folders), folders
+    ignored = [line.strip().rstrip("/") for line in open(os.path.join(ROOT, ".gitignore")) if line.strip()]
+    for folder in folders:
+        assert any(__import__("fnmatch").fnmatch(folder, pattern) for pattern in ignored), folder
+
+
+def test_the_comparison_with_nanogpt_says_it_needs_torch():
+    code = ("import runpy, sys; sys.modules['torch'] = None; "            # torch absent, whether installed or not
+            f"sys.argv = ['quality_vs_nanogpt.py', '--max-iters', '1']; "
+            f"runpy.run_path({os.path.join(ROOT, 'benchmarks', 'quality_vs_nanogpt.py')!r}, run_name='__main__')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    _assert_one_line_error(result, "needs PyTorch")
+
+
+def test_the_plot_has_an_extra():
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert any(requirement.startswith("matplotlib") for requirement in extras["plot"])

@@ -1,39 +1,79 @@
-"""A run's checkpoint: what it holds, writing it, and starting from one (--resume, --init-from).
+"""A run's checkpoint and folder: what a checkpoint holds, writing it, starting from one (--resume,
+--init-from, sample.py), and whose folder --out-dir is.
 
-It holds everything needed to continue exactly where the run was: the weights, AdamW's moments,
-the iteration, the vocabulary, the architecture, the settings, and both random streams (the
-batches' and the model's, which dropout draws from). tg.save writes it atomically, so a kill
+A checkpoint holds everything needed to continue exactly where the run was: the weights, AdamW's
+moments, the iteration, the vocabulary, the architecture, the settings, and both random streams
+(the batches' and the model's, which dropout draws from). tg.save writes it atomically, so a kill
 mid-save leaves the previous one.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 
 from .. import checkpoint, random
-from .config import ConfigError, TrainConfig
+from .config import ConfigError, TrainConfig, check_against_checkpoint
+from .reporting import METRICS_NAME
 
 CHECKPOINT_NAME = "ckpt.safetensors"
+# What each use of a checkpoint needs in it.
+FOR_WEIGHTS = ("model", "tokenizer", "model_settings")
+FOR_RESUMING = FOR_WEIGHTS + ("optimizer", "iter", "rng")
+
+
+class CheckpointError(ConfigError):
+    """A checkpoint that is missing, unreadable or not of these programs; reported in one line."""
 
 
 def save(path: str, model, optimizer, iter_num: int, tokenizer, settings: dict, config: TrainConfig,
          data_rng) -> None:
     checkpoint.save({
         "model": model.state_dict(), "optimizer": optimizer.state_dict(), "iter": iter_num,
-        "tokenizer": tokenizer.chars, "model_settings": settings, "config": dataclasses.asdict(config),
+        "tokenizer": tokenizer.chars, "model_settings": settings, "config": config.flags(),
         "rng": {"data": data_rng.bit_generator.state, "model": random.get_rng_state()},
     }, path)
 
 
+def read(path: str, needs=FOR_WEIGHTS) -> dict:
+    """The checkpoint at `path`, if it is one of these programs' with the parts `needs`."""
+    try:
+        saved = checkpoint.load(path)
+    except FileNotFoundError:
+        raise CheckpointError(f"no checkpoint at {path}") from None
+    except ValueError as e:                   # truncated, another format, damaged metadata
+        raise CheckpointError(str(e)) from None
+    missing = [key for key in needs if not isinstance(saved, dict) or key not in saved]
+    if missing:
+        raise CheckpointError(f"{path} is not a checkpoint of the training programs (it has no "
+                              f"{', '.join(repr(k) for k in missing)}); train_charlm.py writes them")
+    return saved
+
+
+def claim_out_dir(config: TrainConfig) -> None:
+    """A run's folder is its own: a new run does not start in a folder that holds another run's
+    checkpoint or metrics, unless --overwrite says to replace them."""
+    if config.resume or config.overwrite:
+        return
+    found = [name for name in (CHECKPOINT_NAME, METRICS_NAME) if os.path.exists(os.path.join(config.out_dir, name))]
+    if found:
+        raise ConfigError(f"{config.out_dir} holds another run ({' and '.join(found)}); continue it with --resume, "
+                          "choose another --out-dir, or pass --overwrite to replace it")
+
+
 def load_start(config: TrainConfig) -> dict:
     """The checkpoint a run starts from: OUT_DIR's own (--resume), another run's (--init-from), or
-    None for a fresh model."""
-    source = os.path.join(config.out_dir, CHECKPOINT_NAME) if config.resume else config.init_from
-    if not source:
+    None for a fresh model. Architecture flags given on the command line must agree with it."""
+    if config.resume:
+        path = os.path.join(config.out_dir, CHECKPOINT_NAME)
+        if not os.path.exists(path):
+            raise CheckpointError(f"no checkpoint at {path} to resume from")
+        saved = read(path, FOR_RESUMING)
+    elif config.init_from:
+        path = config.init_from
+        saved = read(path, FOR_WEIGHTS)
+    else:
         return None
-    if not os.path.exists(source):
-        raise ConfigError(f"no checkpoint at {source}" + (" to resume from" if config.resume else ""))
-    return checkpoint.load(source)
+    check_against_checkpoint(config, saved["model_settings"], path)
+    return saved
 
 
 def model_settings(saved: dict, config: TrainConfig) -> dict:
@@ -43,6 +83,14 @@ def model_settings(saved: dict, config: TrainConfig) -> dict:
     if config.init_from:      # fine-tuning may change dropout; the architecture stays the checkpoint's
         return dict(saved["model_settings"], dropout=config.dropout)
     return saved["model_settings"]
+
+
+def load_weights(model, saved: dict) -> None:
+    """The checkpoint's weights into `model`, which must be the architecture they were saved from."""
+    try:
+        model.load_state_dict(saved["model"])
+    except (KeyError, ValueError) as e:
+        raise CheckpointError(f"the checkpoint's weights do not fit its model: {e}") from None
 
 
 def restore(saved: dict, optimizer, data_rng) -> int:

@@ -1,4 +1,5 @@
-"""A run's settings: TrainConfig, their checks, the model they describe, and what stays frozen."""
+"""A run's settings: TrainConfig (each field a documented flag), their checks, the model they
+describe, and what stays frozen."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,63 +12,114 @@ class ConfigError(ValueError):
     """A combination of settings that cannot work; reported in one line, without a traceback."""
 
 
+GROUPS = ("data", "model", "optimisation", "schedule", "evaluation and output", "devices")
+
+
+def _flag(default, group: str, help: str, choices=None, shown=None):
+    """A field that is also a command-line flag: its group in --help, a sentence, its choices, and how
+    its default reads when the value alone would say little (None)."""
+    return dataclasses.field(default=default, metadata=dict(group=group, help=help, choices=choices, shown=shown))
+
+
 @dataclasses.dataclass
 class TrainConfig:
-    data: str = "builtin"           # 'builtin', 'shakespeare', or a path to a UTF-8 text file
-    device: str = None              # default: cuda if available, else cpu
-    model: str = "gpt"              # 'gpt' or 'lstm'
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128
-    block_size: int = 64
-    batch_size: int = 12
-    dropout: float = 0.0
-    bias: bool = False
-    lr: float = 1e-3
-    min_lr: float = 1e-4
-    warmup_iters: int = 100
-    max_iters: int = 1000
-    lr_decay_iters: int = None      # default: max_iters
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.99
-    grad_clip: float = 1.0          # 0 turns clipping off
-    eval_interval: int = 250
-    eval_iters: int = 20
-    seed: int = 1337
-    out_dir: str = "out-charlm"
-    resume: bool = False
-    init_from: str = None           # a checkpoint to start from (fine-tuning)
-    freeze_embeddings: bool = False
-    freeze_layers: int = 0          # the first N transformer blocks (GPT) are not trained
-    drop_unknown: bool = False      # drop characters the starting checkpoint's vocabulary lacks
-    num_samples: int = 2
-    sample_tokens: int = 300
-    progress: bool = True
+    data: str = _flag("builtin", "data", "the text to train on: 'builtin' (Python's own help texts, nothing to "
+                      "download), 'shakespeare' (tiny-shakespeare, downloaded once and checked), or the path of "
+                      "a UTF-8 text file")
+    drop_unknown: bool = _flag(False, "data", "leave out the characters that the starting checkpoint's vocabulary "
+                               "lacks (with --init-from) instead of stopping")
+    seed: int = _flag(1337, "data", "seeds the batches, the initial weights and dropout")
+    model: str = _flag("gpt", "model", "the architecture", choices=("gpt", "lstm"))
+    n_layer: int = _flag(4, "model", "transformer blocks (LSTM layers)")
+    n_head: int = _flag(4, "model", "attention heads per block; must divide --n-embd")
+    n_embd: int = _flag(128, "model", "the width of each position's vector")
+    block_size: int = _flag(64, "model", "the context: how many characters the model sees at once")
+    dropout: float = _flag(0.0, "model", "the probability of zeroing an activation while training, in [0, 1)")
+    bias: bool = _flag(False, "model", "biases in the Linear and LayerNorm layers (GPT-2 has them)")
+    init_from: str = _flag(None, "model", "start from this checkpoint (fine-tuning); its architecture and "
+                           "vocabulary are kept", shown="a new model")
+    freeze_embeddings: bool = _flag(False, "model", "do not train the embeddings (with GPT, also the output "
+                                    "layer, which shares the token embedding)")
+    freeze_layers: int = _flag(0, "model", "do not train the first N transformer blocks (GPT only)")
+    batch_size: int = _flag(12, "optimisation", "windows of --block-size characters per step")
+    lr: float = _flag(1e-3, "optimisation", "AdamW's peak learning rate")
+    weight_decay: float = _flag(0.1, "optimisation", "AdamW's decoupled weight decay, on matrices only")
+    beta1: float = _flag(0.9, "optimisation", "AdamW's decay rate of the gradients' mean, in [0, 1)")
+    beta2: float = _flag(0.99, "optimisation", "AdamW's decay rate of the squared gradients' mean, in [0, 1)")
+    grad_clip: float = _flag(1.0, "optimisation", "clip the gradients' joint norm to this; 0 turns clipping off")
+    max_iters: int = _flag(1000, "schedule", "training steps in all")
+    warmup_iters: int = _flag(100, "schedule", "steps of linear warmup from 0 to --lr")
+    lr_decay_iters: int = _flag(None, "schedule", "the step where the cosine decay reaches --min-lr",
+                                shown="--max-iters")
+    min_lr: float = _flag(1e-4, "schedule", "the learning rate at the end of the decay")
+    eval_interval: int = _flag(250, "evaluation and output", "measure the losses, save a checkpoint and write a "
+                               "metrics line every this many steps")
+    eval_iters: int = _flag(20, "evaluation and output", "batches per split in each measurement")
+    out_dir: str = _flag("out-charlm", "evaluation and output", "this run's folder: ckpt.safetensors, "
+                         "metrics.jsonl, loss.png")
+    resume: bool = _flag(False, "evaluation and output", "continue the run whose checkpoint is in --out-dir")
+    overwrite: bool = _flag(False, "evaluation and output", "start a new run in an --out-dir that holds "
+                            "another run, replacing it")
+    num_samples: int = _flag(2, "evaluation and output", "texts to sample at the end")
+    sample_tokens: int = _flag(300, "evaluation and output", "characters per sample")
+    progress: bool = _flag(None, "evaluation and output", "a progress bar with the loss and speed",
+                           shown="on when the output is a terminal")
+    device: str = _flag(None, "devices", "cpu, cuda (cuda:N) or emu (our CUDA kernels on the CPU, slow)",
+                        shown="cuda when a GPU is visible, else cpu")
+    # The flags given on the command line (parse_args fills it): the architecture flags among them
+    # must agree with a checkpoint that is loaded.
+    given: tuple = dataclasses.field(default=(), metadata=dict(group=None))
 
     MODEL_FIELDS = ("model", "n_layer", "n_head", "n_embd", "block_size", "dropout", "bias")
 
     def model_settings(self) -> dict:
         return {name: getattr(self, name) for name in self.MODEL_FIELDS}
 
+    def flags(self) -> dict:
+        """The settings that are flags, by name (what a checkpoint records of the run)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata.get("group")}
+
 
 def validate(config: TrainConfig) -> str:
     """Check the settings; return the canonical device. Raises ConfigError with one clear line."""
+    def flag(name):
+        return "--" + name.replace("_", "-")
+
     if config.model not in ("gpt", "lstm"):
         raise ConfigError(f"--model must be 'gpt' or 'lstm', got {config.model!r}")
     if config.model == "gpt" and config.n_embd % config.n_head:
         raise ConfigError(f"--n-embd ({config.n_embd}) must be divisible by --n-head ({config.n_head})")
-    for name in ("n_layer", "n_embd", "block_size", "batch_size", "max_iters", "eval_interval", "eval_iters"):
-        if getattr(config, name) <= 0 and not (name == "max_iters" and getattr(config, name) == 0):
-            raise ConfigError(f"--{name.replace('_', '-')} must be positive, got {getattr(config, name)}")
-    if not 0 <= config.dropout < 1:
-        raise ConfigError(f"--dropout must be in [0, 1), got {config.dropout}")
+    for name in ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "eval_interval", "eval_iters"):
+        if getattr(config, name) <= 0:
+            raise ConfigError(f"{flag(name)} must be positive, got {getattr(config, name)}")
+    for name in ("max_iters", "warmup_iters", "lr", "min_lr", "weight_decay", "grad_clip", "freeze_layers",
+                 "num_samples", "sample_tokens"):
+        if getattr(config, name) < 0:
+            raise ConfigError(f"{flag(name)} must not be negative, got {getattr(config, name)}")
+    if config.lr_decay_iters is not None and config.lr_decay_iters <= 0:
+        raise ConfigError(f"--lr-decay-iters must be positive, got {config.lr_decay_iters}")
+    for name in ("dropout", "beta1", "beta2"):
+        if not 0 <= getattr(config, name) < 1:
+            raise ConfigError(f"{flag(name)} must be in [0, 1), got {getattr(config, name)}")
     if config.resume and config.init_from:
         raise ConfigError("--resume continues OUT_DIR's own run; --init-from starts a new one: pick one")
+    if config.resume and config.overwrite:
+        raise ConfigError("--resume continues the run in --out-dir; --overwrite replaces it: pick one")
     try:
         return devices.canonical(config.device)
     except (RuntimeError, ValueError) as e:
         raise ConfigError(str(e)) from None
+
+
+def check_against_checkpoint(config: TrainConfig, settings: dict, path: str) -> None:
+    """Architecture flags given on the command line must agree with the checkpoint being loaded, whose
+    architecture wins (its weights must fit); fine-tuning may change the dropout."""
+    for name in TrainConfig.MODEL_FIELDS:
+        if name in config.given and not (name == "dropout" and config.init_from):
+            if getattr(config, name) != settings[name]:
+                raise ConfigError(f"--{name.replace('_', '-')} {getattr(config, name)} contradicts the checkpoint "
+                                  f"{path}, whose {name} is {settings[name]}; leave the flag out to keep the "
+                                  "checkpoint's, or train a new model")
 
 
 def build_model(settings: dict, vocab_size: int):
@@ -90,5 +142,9 @@ def freeze(model, config: TrainConfig) -> None:
     if config.freeze_layers:
         if not isinstance(model, GPT):
             raise ConfigError("--freeze-layers applies to GPT models only")
-        for block in list(model.transformer.h)[:config.freeze_layers]:
+        blocks = list(model.transformer.h)
+        if config.freeze_layers > len(blocks):
+            raise ConfigError(f"--freeze-layers {config.freeze_layers} is more than the model's "
+                              f"{len(blocks)} blocks")
+        for block in blocks[:config.freeze_layers]:
             block.requires_grad_(False)

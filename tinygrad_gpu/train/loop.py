@@ -20,12 +20,14 @@ from ..optim.lr_scheduler import warmup_cosine
 from ..tensor import Tensor, no_grad
 from . import checkpointing
 from .config import TrainConfig, build_model, freeze, validate
+from .divergence import DivergenceWatch
 from .reporting import Report
 
 
 def train(config: TrainConfig, log=print) -> dict:
     """Run (or resume) training; return the final losses, speed and samples."""
     device = validate(config)
+    checkpointing.claim_out_dir(config)
     model, dataset, settings, saved = _prepare(config, device, log)
     freeze(model, config)
     optimizer = model.configure_optimizers(config.weight_decay, config.lr, (config.beta1, config.beta2))
@@ -39,20 +41,27 @@ def train(config: TrainConfig, log=print) -> dict:
     log(f"{settings['model']}: {n_params / 1e6:.2f}M parameters, vocabulary {dataset.tokenizer.vocab_size}, "
         f"train {len(dataset.splits['train']):,} / val {len(dataset.splits['val']):,} tokens, device {device}")
     report = Report(config, iter_num, tokens_per_step=config.batch_size * settings["block_size"])
+    watch = DivergenceWatch(config)
     decay_iters = config.lr_decay_iters or config.max_iters
 
     def save_checkpoint():
+        watch.check()               # never a checkpoint of weights that diverged
         checkpointing.save(os.path.join(config.out_dir, checkpointing.CHECKPOINT_NAME), model, optimizer, iter_num,
                            dataset.tokenizer, settings, config, data_rng)
+        watch.saved_at = iter_num
 
-    with _StopRequest() as stop:
+    # Overflows show up as an inf or nan loss, which the watch reports: NumPy's warnings would only repeat it.
+    with _StopRequest() as stop, report, np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         while True:
             lr = warmup_cosine(iter_num, config.lr, config.warmup_iters, decay_iters, config.min_lr)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             evaluation_due = iter_num % config.eval_interval == 0 or iter_num == config.max_iters
             if evaluation_due and iter_num not in report.evaluated:   # a resumed run may start at one it has
-                row = report.measure(iter_num, estimate_loss(model, dataset, config), lr)
+                watch.check()
+                losses = estimate_loss(model, dataset, config)
+                watch.check_losses(iter_num, losses)
+                row = report.measure(iter_num, losses, lr)
                 save_checkpoint()           # after measuring: saving is not training time
                 report.record(row)
             if iter_num >= config.max_iters:
@@ -65,12 +74,13 @@ def train(config: TrainConfig, log=print) -> dict:
             _, loss = model(x, y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            if config.grad_clip:
-                clip_grad_norm_(optimizer_params(optimizer), config.grad_clip)
+            norm = clip_grad_norm_(optimizer_params(optimizer), config.grad_clip) if config.grad_clip else None
+            watch.note(iter_num, loss, norm)
             optimizer.step()
             iter_num += 1
             report.step(iter_num, loss)
-    report.close()
+            if iter_num % 10 == 0:          # where the progress bar reads the loss too
+                watch.check()
     samples = []
     if iter_num >= config.max_iters and config.num_samples:
         samples = sample(model, dataset.tokenizer, config.num_samples, config.sample_tokens, temperature=0.8,
@@ -98,7 +108,7 @@ def _prepare(config: TrainConfig, device: str, log):
     random.manual_seed(config.seed)
     model = build_model(settings, dataset.tokenizer.vocab_size)
     if saved is not None:
-        model.load_state_dict(saved["model"])
+        checkpointing.load_weights(model, saved)
     model.to(device)
     return model, dataset, settings, saved
 

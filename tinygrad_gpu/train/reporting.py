@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 METRICS_NAME = "metrics.jsonl"
@@ -60,6 +61,13 @@ class Report:
         """Seconds of training, those of the runs this one resumes included."""
         return round(time.time() - self.start, 2)
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
     def close(self) -> None:
         self.progress.close()
         _plot(self.metrics, os.path.join(os.path.dirname(self.path), "loss.png"))
@@ -92,8 +100,11 @@ class _NoProgress:
 
 
 def _progress_bar(config, initial: int):
-    """tqdm's bar (loss, tokens/s, ETA) when wanted and installed; plain lines otherwise."""
-    if not config.progress:
+    """tqdm's bar (loss, tokens/s, ETA) when wanted and installed; plain lines otherwise. Wanted, unless
+    --progress or --no-progress says otherwise, when someone watches: when stderr is a terminal (a
+    bar written to a file is hundreds of lines of carriage returns)."""
+    wanted = config.progress if config.progress is not None else sys.stderr.isatty()
+    if not wanted:
         return _NoProgress()
     try:
         from tqdm import tqdm
