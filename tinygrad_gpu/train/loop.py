@@ -75,7 +75,7 @@ def train(config: TrainConfig, log=print) -> dict:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             norm = clip_grad_norm_(optimizer_params(optimizer), config.grad_clip) if config.grad_clip else None
-            watch.note(iter_num, loss, norm)
+            watch.note(iter_num, loss.detach(), norm)   # the number only: the graph may go
             optimizer.step()
             iter_num += 1
             report.step(iter_num, loss)
