@@ -12,6 +12,7 @@ from tinygrad_gpu.data import CharTokenizer  # noqa: E402
 from tinygrad_gpu.train import CHECKPOINT_NAME, ConfigError, build_model, one_line_errors, sample  # noqa: E402
 from tinygrad_gpu.train.checkpointing import load_weights, read  # noqa: E402
 from tinygrad_gpu.train.cli import Parser  # noqa: E402
+from tinygrad_gpu.train.config import device_named  # noqa: E402
 
 
 def main(argv=None):
@@ -36,10 +37,7 @@ def main(argv=None):
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least {least}, got {value}")
         if not args.temperature > 0:
             raise ConfigError(f"--temperature must be positive, got {args.temperature}")
-        try:
-            device = tg.device.canonical(args.device)
-        except (RuntimeError, ValueError) as e:
-            raise ConfigError(str(e)) from None
+        device = device_named(args.device)
         path = os.path.join(args.out_dir, CHECKPOINT_NAME)
         if not os.path.exists(path):
             raise ConfigError(f"no checkpoint at {path}; train one with examples/train_charlm.py --out-dir "

@@ -90,7 +90,8 @@ class Function:
     # which the engine may add into and a leaf may keep without a copy (gradient_sums.py explains).
     returns_spare_gradients = False
     # The engine sets this just before backward: True when the incoming gradient is spare, so that
-    # backward may compute its result in that array (pass grad.data as out=) instead of a new one.
+    # backward may compute its result in that array instead of a new one (the fused ops hand it on to
+    # their kernels' launchers as a *_is_spare argument).
     grad_is_spare = False
     float_only = False            # set True when integer inputs must be computed as floats (division)
     _ENGINE_FIELDS = ("next_nodes", "input_meta", "needs_input_grad", "recording", "freed", "device")

@@ -78,8 +78,9 @@ def kernel_files() -> list:
 
 # ----------------------------------------------------------------------------- dispatch
 def use_kernel(device: str, *arrays) -> bool:
-    """Kernels run on emu and cuda for float32 data; everything else takes the NumPy reference.
-    An optional input that is absent (None) does not count."""
+    """Kernels run on emu and cuda for float32 data; everything else takes the NumPy reference (the
+    launchers send the cpu to fast_cpu.py before they ask). An optional input that is absent (None)
+    does not count."""
     return device != "cpu" and all(a.dtype == np.float32 for a in arrays if a is not None and a.dtype.kind == "f")
 
 

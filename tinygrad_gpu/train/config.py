@@ -105,8 +105,13 @@ def validate(config: TrainConfig) -> str:
         raise ConfigError("--resume continues OUT_DIR's own run; --init-from starts a new one: pick one")
     if config.resume and config.overwrite:
         raise ConfigError("--resume continues the run in --out-dir; --overwrite replaces it: pick one")
+    return device_named(config.device)
+
+
+def device_named(name: str) -> str:
+    """The canonical name of the device --device asks for; one that does not exist is a ConfigError."""
     try:
-        return devices.canonical(config.device)
+        return devices.canonical(name)
     except (RuntimeError, ValueError) as e:
         raise ConfigError(str(e)) from None
 
