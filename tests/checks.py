@@ -36,7 +36,7 @@ def noncontiguous(draw, array_strategy):
     return wide[..., ::2]
 
 
-def as_tensors(arrays, device="cpu", requires_grad=True):
+def as_tensors(arrays, device=None, requires_grad=True):
     return [tg.tensor(a, dtype=tg.float64, device=device, requires_grad=requires_grad) if
             np.asarray(a).dtype.kind == "f" else tg.tensor(a, device=device) for a in arrays]
 
@@ -50,8 +50,10 @@ def _tensor_of_view(array, device):
 
 
 def check_op(fn, reference, *arrays, atol=1e-7, rtol=1e-6, grad_atol=1e-5, grad_rtol=1e-3,
-             second_order=False, device="cpu"):
-    """Forward against `reference`, gradients against central differences, no mutation."""
+             second_order=False, device=None):
+    """Forward against `reference`, gradients against central differences, no mutation. On the
+    default device unless `device` is given (cuda in the suite's run through the CuPy stand-in)."""
+    device = tg.device.canonical(device)
     tensors = [_tensor_of_view(a, device) for a in arrays]
     before = [a.copy() for a in arrays]
     out = fn(*tensors)

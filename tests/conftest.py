@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("TINYGRAD_GPU_CHECK_SPARE", "1")      # before tinygrad_gpu reads it, here and in subprocesses
 import tinygrad_gpu as tg  # noqa: E402
+from tinygrad_gpu import deferred_checks  # noqa: E402
 
 _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("ci", max_examples=50, **_common)
@@ -25,8 +26,20 @@ settings.load_profile(os.environ.get("TG_HYPOTHESIS_PROFILE", "ci"))
 gpu = pytest.mark.gpu
 requires_gpu = pytest.mark.skipif(not tg.cuda_available(), reason="no CUDA GPU visible (CuPy missing or no driver)")
 
-# Tests parametrised over devices run on every device this machine has.
-DEVICES = ["cpu", "emu", pytest.param("cuda", marks=[gpu, requires_gpu])]
+# Tests parametrised over devices run on every device this machine has. In the cuda pass
+# (TINYGRAD_GPU_DEVICE=cuda: CI's second pass, through the CuPy stand-in with
+# TINYGRAD_GPU_CUPY=standin, or benchmarks/gpu_check.sh on a GPU) they run on cuda only, and so
+# does every test that uses the default device: cpu and emu ran in the first pass.
+CUDA_PASS = os.environ.get("TINYGRAD_GPU_DEVICE", "").lower().startswith("cuda")
+DEVICES = ["cuda"] if CUDA_PASS else ["cpu", "emu", pytest.param("cuda", marks=[gpu, requires_gpu])]
+
+# The cuda pass runs what the cuda path touches; the files left out test the cpu or emu devices
+# alone, our scripts on the cpu, or the stand-in itself (run in the first pass).
+ON_HOST_ONLY = ("test_benchmark_gpu_check.py", "test_benchmark_gpu_readiness.py", "test_benchmark_kernels.py",
+                "test_benchmark_ops.py", "test_benchmark_step.py", "test_cupy_standin.py", "test_docs.py",
+                "test_emulator.py", "test_fast_cpu.py", "test_gpt_emu.py", "test_imports.py", "test_nvrtc.py",
+                "test_standin_kernel_references.py")
+collect_ignore = list(ON_HOST_ONLY) if CUDA_PASS else []
 
 
 @pytest.fixture(params=DEVICES)
@@ -37,3 +50,5 @@ def device(request):
 @pytest.fixture(autouse=True)
 def _seeded():
     tg.manual_seed(0)
+    yield
+    deferred_checks._pending.clear()     # a GPU index check a test left unread must not fail the next one

@@ -78,7 +78,7 @@ def np_attention(q, k, v, mask=None, is_causal=False, scale=None):
     return np_softmax(scores, -1) @ v
 
 
-def t64(array, device="cpu", requires_grad=True):
+def t64(array, device=None, requires_grad=True):
     return tg.tensor(array, dtype=tg.float64, device=device, requires_grad=requires_grad)
 
 
@@ -168,11 +168,11 @@ def test_cross_entropy_gpt2_vocabulary(device, n):
 
 
 def test_cross_entropy_errors():
-    logits = tg.zeros(2, 5)
-    with pytest.raises(IndexError, match=r"target 7 .*\b5 classes"):
-        F.cross_entropy(logits, tg.tensor([1, 7]))
+    logits = tg.zeros(2, 5, device="cpu")         # on a host device the message names the target (a GPU's:
+    with pytest.raises(IndexError, match=r"target 7 .*\b5 classes"):         # test_cuda_path.py)
+        F.cross_entropy(logits, tg.tensor([1, 7], device="cpu"))
     with pytest.raises(IndexError, match=r"target -3 .*\b5 classes"):
-        F.cross_entropy(logits, tg.tensor([-3, 1]))
+        F.cross_entropy(logits, tg.tensor([-3, 1], device="cpu"))
     with pytest.raises(ValueError, match=r"shape"):
         F.cross_entropy(logits, tg.tensor([1, 2, 3]))                       # one target too many
     with pytest.raises(ValueError, match=r"shape"):
@@ -252,11 +252,11 @@ def test_embedding_repeated_ids_accumulate():
 
 
 def test_embedding_errors():
-    w = tg.zeros(4, 2)
+    w = tg.zeros(4, 2, device="cpu")              # on a host device the message names the index
     with pytest.raises(IndexError, match=r"index 4 .*\b4 embeddings"):
-        F.embedding(tg.tensor([0, 4]), w)
+        F.embedding(tg.tensor([0, 4], device="cpu"), w)
     with pytest.raises(IndexError, match=r"index -1 "):
-        F.embedding(tg.tensor([-1, 2]), w)
+        F.embedding(tg.tensor([-1, 2], device="cpu"), w)
     with pytest.raises(TypeError, match="integer"):
         F.embedding(tg.tensor([0.0, 1.0]), w)
 

@@ -16,7 +16,7 @@ import pytest
 from tinygrad_gpu.kernels import runtime
 
 KERNEL_FILES = ["adamw.cu", "causal_softmax.cu", "cross_entropy.cu", "embedding_backward.cu", "gelu.cu",
-                "layernorm.cu"]         # block_reduce.h is pasted into the files that include it
+                "layernorm.cu", "philox.cu"]         # block_reduce.h is pasted into the files that include it
 ARCHS = ["80", "90"]
 
 

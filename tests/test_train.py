@@ -22,6 +22,14 @@ TINY = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16
 TEXT = ("The quick brown fox jumps over the lazy dog. Pack my box with five dozen liquor jugs! " * 60)
 
 
+@pytest.fixture(autouse=True)
+def _stand_in_kernels_as_references(monkeypatch):
+    """Whole training runs are too slow for the emulator: on the CuPy stand-in (the cuda pass) our kernels
+    run as their NumPy references here, subprocesses included. Each kernel is proven against its reference
+    on emu (test_kernels.py), and each adapter against the kernel (test_standin_kernel_references.py)."""
+    monkeypatch.setenv("TINYGRAD_GPU_STANDIN_KERNELS", "reference")
+
+
 def _run(script, *args, timeout=240, **popen):
     env = {k: v for k, v in os.environ.items() if k != "TINYGRAD_GPU_DEVICE"}
     return subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *args], capture_output=True, text=True,

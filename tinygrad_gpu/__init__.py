@@ -12,6 +12,7 @@ backward pass) and gradient_sums.py, ops/ (each op's forward and backward side b
 nn/functional.py, gradcheck.py.
 """
 from . import dtypes, nn, optim
+from .backends import backends
 from .checkpoint import load, save
 from .autograd import grad
 from .creation import (arange, empty, empty_like, eye, full, full_like, ones, ones_like, rand, rand_like, randint,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import device as devices
 from . import gradient_sums
 from .gradient_sums import GradientSums
 from .tensor import Tensor, set_grad_enabled
@@ -53,18 +54,19 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                 continue
             if wanted is not None and id(node) in wanted:
                 captured[id(node)], spare = grad, False        # the caller's array from now on
-            if isinstance(node, Tensor):                        # a leaf
-                if inputs is None:
-                    _accumulate_into_leaf(node, grad, spare, create_graph)
-                continue
-            if needed is not None and id(node) not in needed:
-                continue
-            input_grads = _call_backward(node, grad, spare, create_graph)
-            if not retain_graph:
-                node.release()
-            for child, shape, child_grad in zip(node.next_nodes, node.input_meta, input_grads):
-                if child is not None and child_grad is not None:
-                    sums.add(child, child_grad, shape, spare=node.returns_spare_gradients)
+            with devices.use(node.device):                      # on a GPU: where this node lives
+                if isinstance(node, Tensor):                    # a leaf
+                    if inputs is None:
+                        _accumulate_into_leaf(node, grad, spare, create_graph)
+                    continue
+                if needed is not None and id(node) not in needed:
+                    continue
+                input_grads = _call_backward(node, grad, spare, create_graph)
+                if not retain_graph:
+                    node.release()
+                for child, shape, child_grad in zip(node.next_nodes, node.input_meta, input_grads):
+                    if child is not None and child_grad is not None:
+                        sums.add(child, child_grad, shape, spare=node.returns_spare_gradients)
     return captured
 
 
@@ -137,7 +139,8 @@ def _root_gradients(outputs, grad_outputs) -> list:
                 raise RuntimeError(f"backward: output {i} has shape {out.shape}; a gradient can only be implied for "
                                    "a single-element output. Pass gradient= (a tensor of the output's shape), "
                                    "or reduce the output first, e.g. .sum()")
-            given = Tensor._wrap(out.data * 0 + 1, out.device)
+            with devices.use(out.device):
+                given = Tensor._wrap(devices.array_module(out.device).ones_like(out.data), out.device)
         elif not isinstance(given, Tensor):
             given = Tensor(given, dtype=out.dtype, device=out.device)
         if given.shape != out.shape:

@@ -130,7 +130,7 @@ class TextDataset:
         if not text:
             raise DataError("the training text is empty")
         self.tokenizer = tokenizer or CharTokenizer.from_text(text)
-        self.block_size, self.device = block_size, device
+        self.block_size, self.device = block_size, devices.canonical(device)
         ids = self.tokenizer.encode(text)
         cut = int(len(ids) * (1 - val_fraction))
         self.splits = {"train": ids[:cut], "val": ids[cut:]}
@@ -141,11 +141,14 @@ class TextDataset:
                                 "smaller --block-size")
         # The token arrays live on the training device, so batches are cut there without copies.
         self.on_device = {name: devices.move(part, device) for name, part in self.splits.items()}
+        self._window = None
 
     def batch(self, split: str, batch_size: int, rng: np.random.Generator):
         """(x, y): `batch_size` random windows of `block_size` ids, and the same shifted by one."""
         data = self.on_device[split]
         starts = rng.integers(0, len(data) - self.block_size, size=batch_size)
-        xp = devices.array_module(self.device)
-        offsets = devices.move(starts, self.device)[:, None] + xp.arange(self.block_size)[None, :]
-        return Tensor._wrap(data[offsets], self.device), Tensor._wrap(data[offsets + 1], self.device)
+        with devices.use(self.device):
+            if self._window is None:              # 0 .. block_size - 1, made once, not in every batch
+                self._window = devices.array_module(self.device).arange(self.block_size)[None, :]
+            offsets = devices.move(starts, self.device)[:, None] + self._window
+            return Tensor._wrap(data[offsets], self.device), Tensor._wrap(data[offsets + 1], self.device)

@@ -8,18 +8,23 @@ Three devices exist:
   (tinygrad_gpu/kernels); every other op computes exactly as on ``cpu``.
 
 The default is ``cuda`` when CuPy imports *and* sees a GPU, otherwise ``cpu``; the
-environment variable ``TINYGRAD_GPU_DEVICE`` overrides it.  Importing this module never
+environment variable ``TINYGRAD_GPU_DEVICE`` overrides it.  For tests and benchmarks,
+``TINYGRAD_GPU_CUPY=standin`` puts a strict stand-in for CuPy behind ``cuda`` on a machine
+without a GPU (``tinygrad_gpu/testing/cupy_standin``).  Importing this module never
 fails and never prints: a machine with CuPy installed but no driver simply has no
 ``cuda`` device, and asking for one there raises a clear error.
 """
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import sys
 
 import numpy as np
 
+STANDIN = "tinygrad_gpu.testing.cupy_standin"       # TINYGRAD_GPU_CUPY=standin: for tests and benchmarks
+ON_CUDA_FOUND = []      # called once CuPy is found usable (backends.py sets CuPy's switches there)
 _cupy = None            # the cupy module once imported successfully
 _cuda_checked = False   # have we tried?
 _cuda_problem = ""      # why cuda is unavailable, for error messages
@@ -32,7 +37,10 @@ def _probe_cuda() -> None:
         return
     _cuda_checked = True
     try:
-        import cupy
+        # The stand-in is loaded by name, as cupy is: it sits above the library (it runs our kernels
+        # through the emulator) and is no part of it.
+        name = STANDIN if os.environ.get("TINYGRAD_GPU_CUPY", "").lower() == "standin" else "cupy"
+        cupy = importlib.import_module(name)
     except Exception as e:  # not installed, or a broken install: both mean "no cuda"
         _cuda_problem = f"CuPy is not importable ({type(e).__name__}: {e}); install tinygrad_gpu[gpu]"
         return
@@ -45,12 +53,29 @@ def _probe_cuda() -> None:
         _cuda_problem = "CuPy is installed but reports 0 GPUs"
         return
     _cupy = cupy
+    for hook in ON_CUDA_FOUND:       # backends.py: float32 products as tg.backends.cuda.matmul.allow_tf32 says
+        hook()
+
+
+def cupy_if_loaded():
+    """The cupy module if cuda has been found usable already (probing for it here would be a loop)."""
+    return _cupy
 
 
 def cuda_available() -> bool:
     """True when CuPy imports and sees at least one GPU."""
     _probe_cuda()
     return _cupy is not None
+
+
+def cupy():
+    """The cupy module behind ``cuda`` (the real one, or the stand-in); None without cuda."""
+    return _cupy if cuda_available() else None
+
+
+def cupyx():
+    """cupyx, from the same place as cupy."""
+    return importlib.import_module(STANDIN + ".cupyx" if _cupy.__name__ == STANDIN else "cupyx")
 
 
 def cuda_device_count() -> int:
@@ -112,9 +137,13 @@ class _Nothing:
         return False
 
 
+_NOTHING = _Nothing()
+
+
 def use(device: str):
-    """Context manager that makes `device` current, so CuPy allocates on the right GPU."""
-    return _cupy.cuda.Device(int(device[5:])) if is_cuda(device) else _Nothing()
+    """Context manager that makes `device` current, so CuPy allocates on the right GPU (and runs there:
+    CuPy refuses, or reaches across by peer access, an array that lives on another GPU)."""
+    return _cupy.cuda.Device(int(device[5:] or 0)) if is_cuda(device) else _NOTHING
 
 
 def move(array, device: str):

@@ -1,8 +1,10 @@
 """Random numbers: one generator per device, all reseeded by ``tg.manual_seed``.
 
-NumPy's PCG64 generator serves ``cpu`` and ``emu``; each GPU has a CuPy generator, so random
-tensors are made where they are used.  The same seed gives the same numbers on the same
-device; ``cpu`` and ``cuda`` draw different streams.
+NumPy's PCG64 generator serves ``cpu`` and ``emu``. Each GPU has a ``PhiloxStream``: our own
+counter-based kernel (kernels/philox.cu), whose whole state is two integers, the seed and
+how many values it has drawn (the offset). That is what lets a checkpoint hold a GPU's
+stream and a resumed run draw the very masks it would have drawn. The same seed gives the
+same numbers on the same device; ``cpu`` and ``cuda`` draw different streams.
 """
 from __future__ import annotations
 
@@ -25,16 +27,60 @@ def initial_seed() -> int:
     return _seed
 
 
+class PhiloxStream:
+    """A GPU's random stream, with the methods of NumPy's Generator that the library uses.
+
+    Draw k of n values reads Philox at counters offset .. offset + n - 1 and moves the offset
+    on by n, so no two draws share a counter. Float64 and integer draws combine two float32
+    draws into 48 random bits.
+    """
+
+    def __init__(self, device: str, seed: int, offset: int = 0):
+        self.device, self.seed, self.offset = device, int(seed) % 2**64, int(offset)
+
+    def _draw(self, kind: str, n: int):
+        from .kernels import philox
+        values = getattr(philox, kind)(self.device, n, self.seed, self.offset)
+        self.offset += n
+        return values
+
+    def _bits48(self, shape):
+        n = int(np.prod(shape, dtype=np.int64))
+        high, low = self._draw("uniform", n), self._draw("uniform", n)
+        return ((high * 2**24).astype(np.int64) << 24 | (low * 2**24).astype(np.int64)).reshape(shape)
+
+    def random(self, shape, dtype=np.float32):
+        if np.dtype(dtype) == np.float64:
+            return self._bits48(shape) * 2.0**-48
+        return self._draw("uniform", int(np.prod(shape, dtype=np.int64))).reshape(shape).astype(dtype, copy=False)
+
+    def standard_normal(self, shape, dtype=np.float32):
+        return self._draw("normal", int(np.prod(shape, dtype=np.int64))).reshape(shape).astype(dtype, copy=False)
+
+    def uniform(self, low, high, shape):
+        return low + (high - low) * self.random(shape)
+
+    def integers(self, low, high, size):
+        if high - low > 2**40:
+            raise ValueError(f"randint on {self.device}: the range [{low}, {high}) is wider than 2**40 values, "
+                             "more than the GPU stream draws evenly; draw on the cpu and move the result")
+        return low + self._bits48(size) % (high - low)
+
+    def permutation(self, n: int):
+        """0 .. n-1 in random order: sort random 48-bit keys (with distinct keys all n! orders are equally
+        likely; a tie among n keys has odds about n^2 / 2^49)."""
+        return devices.array_module(self.device).argsort(self._bits48((n,)))
+
+    @property
+    def state(self) -> dict:
+        return {"seed": self.seed, "offset": self.offset}
+
+
 def generator(device: str):
     """The generator that draws random numbers for `device` (created on first use)."""
     key = "cpu" if not devices.is_cuda(device) else device
     if key not in _generators:
-        if devices.is_cuda(device):
-            import cupy
-            with devices.use(device):
-                _generators[key] = cupy.random.default_rng(_seed)
-        else:
-            _generators[key] = np.random.default_rng(_seed)
+        _generators[key] = PhiloxStream(device, _seed) if devices.is_cuda(device) else np.random.default_rng(_seed)
     return _generators[key]
 
 
@@ -45,3 +91,13 @@ def get_rng_state() -> dict:
 
 def set_rng_state(state: dict) -> None:
     generator("cpu").bit_generator.state = state
+
+
+def get_cuda_rng_state_all() -> dict:
+    """Each GPU stream's state ({'cuda:0': {'seed': s, 'offset': n}}), for those that have drawn."""
+    return {key: g.state for key, g in _generators.items() if key != "cpu"}
+
+
+def set_cuda_rng_state_all(states: dict) -> None:
+    for key, state in states.items():
+        _generators[key] = PhiloxStream(key, state["seed"], state["offset"])

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import deferred_checks, dtypes
 from . import device as devices
-from . import dtypes
 
 
 # ----------------------------------------------------------------------------- grad mode
@@ -106,7 +106,8 @@ class Function:
         ctx = cls()
         ctx.device = device
         ctx.recording = _GradMode.enabled and any(t.requires_grad for t in inputs)
-        out = ctx.forward(*inputs, **options)
+        with devices.use(device):            # on a GPU, the op runs (and allocates) where its inputs live
+            out = ctx.forward(*inputs, **options)
         out_device = getattr(ctx, "out_device", device)
         if ctx.recording and out.dtype.kind != "f":
             ctx.recording = False      # integer and bool results (x.long(), argmax) carry no gradient
@@ -168,7 +169,9 @@ def _to_array(data, dtype, device):
             raise TypeError(f"tensor(): cannot build a tensor from {type(data).__name__} "
                             "(expected numbers, nested lists of numbers, or an array)")
     target = np.dtype(dtype) if dtype is not None else dtypes.infer(array.dtype, from_python)
-    return devices.move(array, device).astype(target, copy=True)
+    with devices.use(device):
+        moved = devices.move(array, device)
+        return moved.astype(target, copy=moved is array)     # one copy: the move's, or this one
 
 
 class Tensor:
@@ -263,7 +266,10 @@ class Tensor:
 
     # ------------------------------------------------------------------ conversion
     def numpy(self) -> np.ndarray:
-        """The values as a NumPy array (a copy when the tensor lives on a GPU)."""
+        """The values as a NumPy array (a copy when the tensor lives on a GPU). A GPU's waiting index
+        checks are read with it (deferred_checks.py)."""
+        if devices.is_cuda(self.device):
+            deferred_checks.raise_pending()
         return devices.move(self.data, "cpu")
 
     def item(self):

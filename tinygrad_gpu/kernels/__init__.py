@@ -29,7 +29,7 @@ import importlib
 from .runtime import fused, fused_enabled, kernel_files
 
 _MODULES = ("adamw", "causal_softmax", "cross_entropy", "embedding_backward", "emulator", "fast_cpu", "gelu",
-            "layernorm")
+            "layernorm", "philox")
 
 __all__ = ["fused", "fused_enabled", "kernel_files", *_MODULES]
 

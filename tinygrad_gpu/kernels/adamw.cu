@@ -2,7 +2,7 @@
 //
 // With g the gradient, p the parameter (fp32 master weights), m and v the two moment
 // estimates and t the step number (1, 2, ...), PyTorch's update, in its order:
-//     Adam only:   g = g + weight_decay * p                 (L2 penalty inside the gradient)
+//     Adam only:   g = g + weight_decay * p                 (L2 penalty inside the gradient, when not 0)
 //     AdamW only:  p = p * (1 - lr * weight_decay)          (decoupled weight decay)
 //     m = m + (1 - beta1) * (g - m)                          (= beta1 m + (1 - beta1) g)
 //     v = beta2 * v + (1 - beta2) * g * g
@@ -28,7 +28,7 @@ extern "C" __global__ void adamw_update(float* __restrict__ param, const float* 
                                        float bias_correction2_sqrt, float eps, float decay, float l2) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         float p = param[i];
-        float g = grad[i] + l2 * p;
+        float g = l2 != 0.0f ? grad[i] + l2 * p : grad[i];    // not 0 * p: that is nan where p is inf
         p *= decay;
         float m = exp_avg[i] + one_minus_beta1 * (g - exp_avg[i]);
         float v = beta2 * exp_avg_sq[i] + one_minus_beta2 * g * g;

@@ -33,7 +33,7 @@ def step_scalars(lr, beta1, beta2, weight_decay, step: int, decoupled: bool) -> 
 def reference_update(param, grad, exp_avg, exp_avg_sq, step_size, beta1, beta2, bias_correction2_sqrt, eps,
                      decay, l2) -> None:
     """adamw.cu's update, in its order; param, exp_avg and exp_avg_sq in place."""
-    g = grad.astype(param.dtype) + l2 * param
+    g = grad.astype(param.dtype) + l2 * param if l2 else grad.astype(param.dtype)     # 0 * inf would be nan
     param *= decay
     exp_avg += (1 - beta1) * (g - exp_avg)
     exp_avg_sq *= beta2

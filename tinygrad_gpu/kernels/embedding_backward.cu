@@ -22,9 +22,13 @@
 // Numerically: plain float32 sums, as good as the reference's up to ordering.
 
 extern "C" __global__ void embedding_backward(const long long* __restrict__ ids, const float* __restrict__ dout,
-                                              float* __restrict__ dweight, int dim) {
+                                              float* __restrict__ dweight, int dim, long long n_embeddings) {
     const long long token = blockIdx.x;
-    float* row = dweight + ids[token] * dim;
+    const long long id = ids[token];
+    // An id out of range adds nowhere instead of writing past dweight: on a GPU the Python side
+    // learns of it only later (deferred_checks.py), and must not find memory overwritten by then.
+    if (id < 0 || id >= n_embeddings) return;
+    float* row = dweight + id * dim;
     const float* upstream = dout + token * dim;
     for (int c = threadIdx.x; c < dim; c += blockDim.x) atomicAdd(&row[c], upstream[c]);
 }

@@ -32,5 +32,5 @@ def embedding_backward(ids, dout, n_embeddings: int, device: str):
     dweight = xp.zeros((n_embeddings, dim), np.float32)
     if tokens and dim:
         runtime.launch(device, FILE, "embedding_backward", (tokens,), (min(1024, max(32, -(-dim // 32) * 32)),),
-                       [ids, dout, dweight, np.int32(dim)])
+                       [ids, dout, dweight, np.int32(dim), np.int64(n_embeddings)])
     return dweight

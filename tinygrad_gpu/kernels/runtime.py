@@ -84,16 +84,25 @@ def use_kernel(device: str, *arrays) -> bool:
     return device != "cpu" and all(a.dtype == np.float32 for a in arrays if a is not None and a.dtype.kind == "f")
 
 
-_cuda_modules = {}
+_cuda_modules, _cuda_functions = {}, {}
 
 
 def _cuda_module(filename: str, device: str):
     key = (filename, device)
     if key not in _cuda_modules:
-        import cupy
         with devices.use(device):
-            _cuda_modules[key] = cupy.RawModule(code=source(filename), options=CUDA_OPTIONS)
+            _cuda_modules[key] = devices.cupy().RawModule(code=source(filename), options=CUDA_OPTIONS)
     return _cuda_modules[key]
+
+
+def _cuda_function(filename: str, kernel: str, device: str):
+    """The kernel's function object, looked up once per (file, kernel, GPU): CuPy's get_function makes a
+    new one, and asks the driver again, on every call."""
+    key = (filename, kernel, device)
+    if key not in _cuda_functions:
+        with devices.use(device):
+            _cuda_functions[key] = _cuda_module(filename, device).get_function(kernel)
+    return _cuda_functions[key]
 
 
 _emu_modules = {}
@@ -111,8 +120,7 @@ def launch(device: str, filename: str, kernel: str, grid, block, args, shared_me
     """Run `kernel` from kernels/`filename` on `device` ('emu' or 'cuda:N')."""
     if devices.is_cuda(device):
         with devices.use(device):
-            _cuda_module(filename, device).get_function(kernel)(tuple(grid), tuple(block), tuple(args),
-                                                                shared_mem=shared_mem)
+            _cuda_function(filename, kernel, device)(tuple(grid), tuple(block), tuple(args), shared_mem=shared_mem)
     elif device == "emu":
         emu_module(filename).launch(kernel, grid, block, args, shared_mem)
     else:

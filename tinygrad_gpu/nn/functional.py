@@ -13,7 +13,8 @@ import math
 
 import numpy as np
 
-from .. import dtypes
+from .. import deferred_checks, dtypes
+from .. import device as devices
 from ..ops import fused
 from .. import kernels
 from .. import random
@@ -98,19 +99,22 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
     rows = input.movedim(class_dim, -1).reshape(-1, n_classes) if input.ndim >= 2 else input.reshape(1, n_classes)
     labels = target.reshape(-1)
     ids = labels.data                                    # checked on the arrays: no graph to record here
-    kept_ids = ids != ignore_index
-    bad = kept_ids & ((ids < 0) | (ids >= n_classes))
-    if bad.any():
-        raise IndexError(f"cross_entropy: target {ids[bad][0].item()} is out of range for {n_classes} classes "
-                         f"(valid: 0..{n_classes - 1}, or ignore_index={ignore_index})")
+    valid = f"for {n_classes} classes (valid: 0..{n_classes - 1}, or ignore_index={ignore_index})"
+    with devices.use(labels.device):
+        kept_ids = ids != ignore_index
+        bad = kept_ids & ((ids < 0) | (ids >= n_classes))
+        count = kept_ids.sum().astype(input.dtype)
+        if devices.is_cuda(labels.device):    # read with the next value the host reads: no sync here
+            deferred_checks.expect_none(labels.device, bad, IndexError, f"cross_entropy: a target is out of range {valid}")
+        elif bad.any():
+            raise IndexError(f"cross_entropy: target {ids[bad][0].item()} is out of range {valid}")
     op = fused.CrossEntropyRows.apply if _use_fused(rows) else fused.CrossEntropyRows.composition
     nll = op(rows, labels, ignore_index=ignore_index, label_smoothing=label_smoothing)
     if reduction == "none":
         return nll.reshape(target.shape)
     if reduction == "sum":
         return nll.sum()
-    count = Tensor._wrap(kept_ids.sum().astype(nll.dtype), labels.device)
-    return nll.sum() / count                                # 0 kept targets gives nan, as in PyTorch
+    return nll.sum() / Tensor._wrap(count, labels.device)                                # 0 kept targets gives nan, as in PyTorch
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
@@ -145,11 +149,14 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
     """Rows of `weight` picked by the integer tensor `input`; repeated ids add up their gradients."""
     if dtypes.category(input.dtype) != 1:
         raise TypeError(f"embedding: indices must be an integer tensor, got {input.dtype}")
-    if input.numel():
-        low, high = input.data.min().item(), input.data.max().item()
-        if low < 0 or high >= weight.shape[0]:
-            raise IndexError(f"embedding: index {high if high >= weight.shape[0] else low} is out of range for "
-                             f"{weight.shape[0]} embeddings (valid: 0..{weight.shape[0] - 1})")
+    n, ids = weight.shape[0], input.data
+    valid = f"for {n} embeddings (valid: 0..{n - 1})"
+    if devices.is_cuda(input.device):         # read with the next value the host reads: no sync here
+        with devices.use(input.device):
+            deferred_checks.expect_none(input.device, (ids < 0) | (ids >= n), IndexError,
+                                        f"embedding: an index is out of range {valid}")
+    elif input.numel() and (ids.min() < 0 or ids.max() >= n):
+        raise IndexError(f"embedding: index {ids.max() if ids.max() >= n else ids.min()} is out of range {valid}")
     return fused.EmbeddingLookup.apply(weight, input) if weight.ndim == 2 and _use_fused(weight) else weight[input]
 
 

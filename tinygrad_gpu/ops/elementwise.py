@@ -246,9 +246,8 @@ def _erf_array(array, xp):
     Dispatch on the array module, not on isinstance(array, np.ndarray): arithmetic on 0-d NumPy
     arrays returns NumPy scalars (np.float64), which are not ndarrays but are not CuPy either.
     """
-    if xp is not np:
-        import cupyx.scipy.special
-        return cupyx.scipy.special.erf(array)
+    if xp is not np:      # CuPy's erf turns float16 into float64 (its loops are e->d, f->f, d->d)
+        return devices.cupyx().scipy.special.erf(array).astype(array.dtype, copy=False)
     array = np.asarray(array)
     try:
         from scipy.special import erf

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import device as devices
-from .. import dtypes
+from .. import deferred_checks, dtypes
 from ..gradient_sums import SliceGradient, sum_to_shape
 from ..tensor import Function, Tensor, is_grad_enabled
 
@@ -175,9 +175,30 @@ def _normalize_index(x: Tensor, index):
     return tuple(parts), basic
 
 
+def _expect_indices_in_range(shape, index, device):
+    """CuPy wraps an integer-array index that is out of range around instead of raising (NumPy raises):
+    on a GPU, compare on the device and raise at the next read (deferred_checks.py)."""
+    used = sum(part is not None and part is not Ellipsis for part in index)
+    axis = 0
+    for part in index:
+        if part is Ellipsis:
+            axis += len(shape) - used
+            continue
+        if part is None:
+            continue
+        if not isinstance(part, (int, np.integer, slice)) and part.dtype.kind in "iu":
+            n = shape[axis]
+            deferred_checks.expect_none(device, (part < -n) | (part >= n), IndexError,
+                                        f"getitem: an index is out of range for dimension {axis} of size {n} "
+                                        f"(tensor shape {shape})")
+        axis += 1
+
+
 class GetItem(Function):
     def forward(ctx, x, index, basic):
         ctx.input_shape, ctx.index, ctx.basic = x.shape, index, basic
+        if not basic and devices.is_cuda(ctx.device):
+            _expect_indices_in_range(x.shape, index, ctx.device)
         try:
             return x.data[index]
         except IndexError as e:

@@ -1,4 +1,10 @@
-"""Gradient clipping by global norm."""
+"""Gradient clipping by global norm, without the host waiting for the GPU.
+
+The norm is computed where the gradients are, and the scale stays there too: every gradient is
+multiplied by min(max_norm / (norm + 1e-6), 1) as a device scalar, as PyTorch does, instead of
+reading the norm on the host to decide whether to scale (which would stop the host until the GPU
+has finished the backward, in every step).
+"""
 from __future__ import annotations
 
 import math
@@ -12,37 +18,42 @@ from ..tensor import Tensor
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
     """Scale all gradients together so that their joint norm is at most max_norm; return the norm
     before clipping. One scale for all keeps the update's direction. A nan or inf norm scales by
-    nan or 0 as PyTorch does (or raises with error_if_nonfinite)."""
+    nan or 0 as PyTorch does (or raises with error_if_nonfinite, which must read the norm)."""
     grads = [p.grad for p in ([parameters] if isinstance(parameters, Tensor) else parameters) if p.grad is not None]
     if not grads:
         return Tensor(0.0)
     device = grads[0].device
     xp = devices.array_module(device)
+    with devices.use(device):
+        # The joint norm is the norm of the per-tensor norms, for every p.
+        per_tensor = xp.stack([_norm(xp, g.data.reshape(-1), norm_type) for g in grads])
+        total = _norm(xp, per_tensor, norm_type)
+        if error_if_nonfinite and not math.isfinite(float(total)):
+            raise RuntimeError(f"clip_grad_norm_: the total norm of the gradients is {float(total)}; "
+                               "pass error_if_nonfinite=False to clip anyway")
+        scale = xp.minimum(max_norm / (total + 1e-6), 1.0)        # nan stays nan; inf gives 0
+        scale_in = {dtype: scale.astype(dtype) for dtype in {g.dtype for g in grads}}
+        with np.errstate(invalid="ignore"):                      # inf * 0, as PyTorch gives it
+            for g in grads:
+                g.data *= scale_in[g.dtype]
+        return Tensor._wrap(total.astype(grads[0].dtype), device)   # in the gradients' dtype, as PyTorch
+
+
+def _norm(xp, values, norm_type: float):
+    """The p-norm of a flat array, in float32 at least (float16 squares overflow past 256).
+
+    Scaled by the largest magnitude first, so that float32 squares of huge gradients (3e19^2)
+    do not overflow; the sum is the array library's pairwise one, which keeps the error small
+    over millions of values. An inf entry gives inf, a nan gives nan.
+    """
+    magnitudes = xp.abs(values.astype(np.promote_types(values.dtype, np.float32), copy=False))
+    if magnitudes.size == 0:
+        return xp.zeros((), magnitudes.dtype)
+    biggest = magnitudes.max()
     if norm_type == math.inf:
-        # xp.max over the per-tensor maxima, not Python's max(): that drops a nan unless it comes first
-        total = xp.max(xp.stack([xp.abs(g.data).max().astype("float64") for g in grads]))
-    elif norm_type == 2:
-        total = sum(_sum_of_squares(g.data) for g in grads)
-        if not math.isfinite(float(total)):     # a square overflowed float32 (or a gradient is inf or nan)
-            total = sum((g.data.astype("float64") ** 2).sum() for g in grads)
-        total = total ** 0.5
-    else:
-        total = sum((xp.abs(g.data.astype("float64")) ** norm_type).sum() for g in grads) ** (1.0 / norm_type)
-    total_norm = float(total)
-    if error_if_nonfinite and not math.isfinite(total_norm):
-        raise RuntimeError(f"clip_grad_norm_: the total norm of the gradients is {total_norm}; "
-                           "pass error_if_nonfinite=False to clip anyway")
-    scale = min(max_norm / (total_norm + 1e-6), 1.0) if not math.isnan(total_norm) else math.nan
-    if scale < 1.0 or math.isnan(scale):
-        for g in grads:
-            g.data *= scale
-    return Tensor(total_norm, dtype=grads[0].dtype, device=device)     # in the gradients' dtype, as PyTorch
-
-
-def _sum_of_squares(array):
-    """In float32 (float16 squares overflow past 256), with the array library's pairwise summation,
-    which keeps the error small for millions of values (a dot product adds them up one by one);
-    the total in float64. Twice as fast as squaring in float64; see the fallback above."""
-    flat = array.reshape(-1).astype(np.promote_types(array.dtype, np.float32), copy=False)
-    with np.errstate(over="ignore"):            # caught by the caller, which squares in float64 then
-        return (flat * flat).sum().astype("float64")
+        return biggest
+    divisor = xp.where((biggest > 0) & (biggest < math.inf), biggest, 1).astype(magnitudes.dtype)
+    scaled = magnitudes / divisor
+    powered = scaled * scaled if norm_type == 2 else scaled ** norm_type
+    norm = divisor * powered.sum() ** (1.0 / norm_type)
+    return xp.where(biggest == math.inf, biggest, norm)

@@ -63,7 +63,8 @@ class Optimizer:
                 if p.grad.shape != p.shape:
                     raise RuntimeError(f"{type(self).__name__}: gradient shape {p.grad.shape} does not match "
                                        f"parameter shape {p.shape}")
-                self.update(p, p.grad.data, self.state.setdefault(id(p), {}), group)
+                with devices.use(p.device):      # state and update on the parameter's GPU
+                    self.update(p, p.grad.data, self.state.setdefault(id(p), {}), group)
 
     def update(self, param: Tensor, grad, state: dict, group: dict) -> None:
         raise NotImplementedError

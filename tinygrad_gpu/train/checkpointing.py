@@ -29,7 +29,8 @@ def save(path: str, model, optimizer, iter_num: int, tokenizer, settings: dict, 
     checkpoint.save({
         "model": model.state_dict(), "optimizer": optimizer.state_dict(), "iter": iter_num,
         "tokenizer": tokenizer.chars, "model_settings": settings, "config": config.flags(),
-        "rng": {"data": data_rng.bit_generator.state, "model": random.get_rng_state()},
+        "rng": {"data": data_rng.bit_generator.state, "model": random.get_rng_state(),
+                "cuda": random.get_cuda_rng_state_all()},
     }, path)
 
 
@@ -99,4 +100,5 @@ def restore(saved: dict, optimizer, data_rng) -> int:
     optimizer.load_state_dict(saved["optimizer"])
     data_rng.bit_generator.state = saved["rng"]["data"]
     random.set_rng_state(saved["rng"]["model"])
+    random.set_cuda_rng_state_all(saved["rng"].get("cuda", {}))     # absent from checkpoints made on a cpu
     return saved["iter"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+from ..ops.movement import stack
+
 
 class TrainingDiverged(RuntimeError):
     """A run whose loss or gradient norm became inf or nan; reported in one line, without a traceback."""
@@ -30,11 +32,16 @@ class DivergenceWatch:
     def check(self) -> None:
         """Raise TrainingDiverged at the first inf or nan noted since the last check."""
         pending, self.pending = self.pending, []
+        if not pending:
+            return
+        # All of them in one read: one wait for the GPU, not one per number.
+        tensors = [t.reshape(()).double() for _, loss, norm in pending for t in (loss, norm) if t is not None]
+        values = iter(stack(tensors).tolist())
         for iteration, loss, grad_norm in pending:
-            loss = loss.item()
+            loss = next(values)
             self._finite(iteration, "the loss", loss)
             if grad_norm is not None:
-                self._finite(iteration, "the gradient norm", grad_norm.item())
+                self._finite(iteration, "the gradient norm", next(values))
             self.last_finite = (iteration, loss)
 
     def check_losses(self, iteration: int, losses: dict) -> None:

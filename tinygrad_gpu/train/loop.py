@@ -71,12 +71,8 @@ def train(config: TrainConfig, log=print) -> dict:
                 report.write(f"interrupted: checkpoint saved at iteration {iter_num}; continue with --resume")
                 break
             x, y = dataset.batch("train", config.batch_size, data_rng)
-            _, loss = model(x, y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            norm = clip_grad_norm_(optimizer_params(optimizer), config.grad_clip) if config.grad_clip else None
-            watch.note(iter_num, loss.detach(), norm)   # the number only: the graph may go
-            optimizer.step()
+            loss, norm = training_step(model, optimizer, x, y, config.grad_clip)
+            watch.note(iter_num, loss, norm)
             iter_num += 1
             report.step(iter_num, loss)
             if iter_num % 10 == 0:          # where the progress bar reads the loss too
@@ -89,6 +85,20 @@ def train(config: TrainConfig, log=print) -> dict:
     return {"iter": iter_num, "train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
             "elapsed_s": report.elapsed(), "metrics": report.metrics, "samples": samples,
             "interrupted": iter_num < config.max_iters}
+
+
+def training_step(model, optimizer, x: Tensor, y: Tensor, grad_clip: float):
+    """Forward, backward, clip, update: (the loss without its graph, the norm before clipping or None).
+
+    Nothing in it reads a number on the host, so on a GPU the host queues the whole step and
+    runs ahead (benchmarks/gpu_readiness.py counts: 0 host syncs).
+    """
+    _, loss = model(x, y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    norm = clip_grad_norm_(optimizer_params(optimizer), grad_clip) if grad_clip else None
+    optimizer.step()
+    return loss.detach(), norm
 
 
 def _prepare(config: TrainConfig, device: str, log):

@@ -1,0 +1,131 @@
+"""Does a GPT training step keep a GPU busy? Count what it asks of the host, step by step.
+
+    python benchmarks/gpu_readiness.py                   # CPU recipe and GPU config, on the CuPy stand-in
+    python benchmarks/gpu_readiness.py --config cpu --steps 3
+    python benchmarks/gpu_readiness.py --real            # on a real GPU, with CuPy
+
+A GPU runs ahead of the host only while the host does not wait for it. Every host sync (a
+value read back: ``.item()``, ``float()``, ``.get()``, a boolean mask) stops the host until
+the GPU has finished everything queued, so a step with one sync cannot overlap Python's work
+with the GPU's. The step measured is ``train.loop.training_step`` (forward, cross-entropy,
+backward, clip_grad_norm_(1.0), AdamW), the one examples/train_charlm.py runs, on batches
+cut on the device as the loop cuts them.
+
+On the stand-in (``TINYGRAD_GPU_CUPY=standin``, set here unless --real) the table shows per
+step: host syncs, bytes each way, kernel launches (ours in brackets), allocations and
+kernel-function lookups, and where each sync came from. The loss is read once, after the
+last step, as a log line would (not counted). The last line is ``host syncs per step: N``,
+the most any step made. The GPU config's kernels run as their NumPy references there
+(TINYGRAD_GPU_STANDIN_KERNELS=reference: the emulator would take minutes a step); the
+counts are the same either way. The stand-in is not a model of speed: time is not shown.
+
+With --real, on a GPU: each step runs under ``cupyx.allow_synchronize(False)``, which makes
+CuPy raise at any sync, and the table shows the step's time and the memory pool's growth.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))      # run from a checkout without installing
+
+CONFIGS = {
+    "cpu": dict(label="CPU recipe", n_layer=4, n_head=4, n_embd=128, block_size=64, batch_size=12, dropout=0.0),
+    "gpu": dict(label="nanoGPT shakespeare_char GPU config", n_layer=6, n_head=6, n_embd=384, block_size=256,
+                batch_size=64, dropout=0.2),
+}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", choices=("cpu", "gpu", "both"), default="both")
+    parser.add_argument("--steps", type=int, default=3, help="training steps per config (default 3)")
+    parser.add_argument("--real", action="store_true", help="use CuPy on a real GPU instead of the stand-in")
+    return parser.parse_args(argv)
+
+
+def build(config: dict):
+    import numpy as np
+
+    import tinygrad_gpu as tg
+    from tinygrad_gpu.data import TextDataset, load_corpus
+    from tinygrad_gpu.nn import GPT, GPTConfig
+    tg.manual_seed(0)
+    dataset = TextDataset(load_corpus("builtin"), config["block_size"], device="cuda")
+    model = GPT(GPTConfig(n_layer=config["n_layer"], n_head=config["n_head"], n_embd=config["n_embd"],
+                          block_size=config["block_size"], vocab_size=dataset.tokenizer.vocab_size,
+                          dropout=config["dropout"], bias=False)).to("cuda")
+    optimizer = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99))
+    return model, optimizer, dataset, np.random.default_rng(0)
+
+
+def measure_standin(config: dict, steps: int) -> int:
+    from tinygrad_gpu.testing.cupy_standin import counters
+    from tinygrad_gpu.train.loop import training_step
+    model, optimizer, dataset, rng = build(config)
+    print(f"{'step':>4} {'syncs':>6} {'to GPU':>10} {'to host':>8} {'launches (ours)':>16} {'allocations':>12} "
+          f"{'lookups':>8}")
+    worst = 0
+    for step in range(steps):
+        counters.reset()
+        x, y = dataset.batch("train", config["batch_size"], rng)
+        loss, _ = training_step(model, optimizer, x, y, 1.0)
+        c = counters
+        print(f"{step:>4} {c.host_syncs:>6} {c.bytes_to_device:>10,} {c.bytes_to_host:>8,} "
+              f"{c.launches:>9,} ({c.raw_launches:>3}) {c.allocations:>12,} {c.function_lookups:>8}")
+        for site, n in c.sites.most_common():
+            print(f"       sync x{n}: {site}")
+        worst = max(worst, c.host_syncs)
+    print(f"loss after {steps} steps: {loss.item():.4f}")
+    return worst
+
+
+def measure_real(config: dict, steps: int) -> int:
+    import cupy
+    import cupyx
+    from tinygrad_gpu.train.loop import training_step
+    model, optimizer, dataset, rng = build(config)
+    pool = cupy.get_default_memory_pool()
+    print(f"{'step':>4} {'syncs':>6} {'ms':>9} {'pool MB':>9}")
+    for step in range(steps):
+        cupy.cuda.Device().synchronize()
+        start, syncs = time.perf_counter(), 0
+        x, y = dataset.batch("train", config["batch_size"], rng)
+        try:
+            with cupyx.allow_synchronize(False):
+                loss, _ = training_step(model, optimizer, x, y, 1.0)
+        except cupyx.DeviceSynchronized:          # the first sync stops the step: show where, and stop
+            import traceback
+            traceback.print_exc(limit=-4)
+            print(f"{step:>4} {'>= 1':>6}")
+            return 1
+        cupy.cuda.Device().synchronize()
+        print(f"{step:>4} {syncs:>6} {1e3 * (time.perf_counter() - start):>9.1f} {pool.used_bytes() / 2**20:>9.1f}")
+    print(f"loss after {steps} steps: {loss.item():.4f}")
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if not args.real:
+        os.environ["TINYGRAD_GPU_CUPY"] = "standin"
+    names = ("cpu", "gpu") if args.config == "both" else (args.config,)
+    worst = 0
+    for name in names:
+        config = CONFIGS[name]
+        if name == "gpu" and not args.real:
+            os.environ.setdefault("TINYGRAD_GPU_STANDIN_KERNELS", "reference")
+        print(f"== {config['label']}: {config['n_layer']} layers, {config['n_embd']} wide, block {config['block_size']}, "
+              f"batch {config['batch_size']}, dropout {config['dropout']} "
+              f"({'real GPU' if args.real else 'CuPy stand-in'})")
+        worst = max(worst, (measure_real if args.real else measure_standin)(config, args.steps))
+    print(f"host syncs per step: {worst}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+from . import _routines_linalg  # noqa: F401
