@@ -48,11 +48,12 @@ RawModule, RawKernel = cuda.RawModule, cuda.RawKernel
 _SYNCING = {"nonzero", "flatnonzero", "argwhere", "unique"}
 
 
-def _from_host(value, dtype=None, copy=True):
-    host = np.array(value, dtype=dtype, copy=copy or None)
+def _from_host(value, dtype=None):
+    """A copy of host data on the current device."""
+    host = np.array(value, dtype=dtype)
     counters.bytes_to_device += host.nbytes
     counters.allocated(host.dtype)
-    return ndarray._from_numpy(host if host is not value else host.copy(), current_device())
+    return ndarray._from_numpy(host, current_device())
 
 
 def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, blocking=False):
@@ -69,9 +70,6 @@ def asarray(a, dtype=None, order=None, *, blocking=False):
     if isinstance(a, ndarray) and a._device == current_device():
         return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
     return array(a, dtype=dtype)
-
-
-ascontiguousarray_numpy = np.ascontiguousarray
 
 
 def asnumpy(a, stream=None, order="C", out=None, *, blocking=True):
@@ -124,7 +122,7 @@ def __getattr__(name):
         def made(*args, **kwargs):
             if syncs:
                 counters.sync(f"{name}() (output size depends on the data)")
-            allocations, launches = counters.allocations, counters.launches
+            launches = counters.launches
             result = compute(found, *args, may_be_view=may_be_view, **kwargs)
             if name in _api.UNINITIALISED:
                 counters.launches = launches

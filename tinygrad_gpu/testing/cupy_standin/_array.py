@@ -114,10 +114,10 @@ def compute(function, *args, may_be_view=False, **kwargs):
 
 
 # ----------------------------------------------------------------------------- indexing
-def _wrap_index(key, shape, roots):
+def _wrap_index(key, shape):
     """CuPy's integer-array indexing wraps out-of-range indices around instead of raising."""
     key = key if isinstance(key, tuple) else (key,)
-    key = unwrap(tuple(_host_index(k) for k in key), roots)
+    key = unwrap(tuple(_host_index(k) for k in key))
     consumed = sum(1 if not (isinstance(k, np.ndarray) and k.dtype == bool) else k.ndim
                    for k in key if k is not None and k is not Ellipsis)
     out, axis = [], 0
@@ -140,8 +140,9 @@ def _wrap_index(key, shape, roots):
 def _host_index(k):
     """Lists and NumPy arrays used as indices are copied to the device, as CuPy does."""
     if isinstance(k, (list, np.ndarray)):
-        array = np.asarray(k)
+        array = np.array(k)
         counters.bytes_to_device += array.nbytes
+        counters.allocated(array.dtype)
         return ndarray._from_numpy(array, _Devices.current)
     return k
 
@@ -149,16 +150,14 @@ def _host_index(k):
 # ----------------------------------------------------------------------------- the class
 def _binary(name):
     def method(self, other):
-        if isinstance(other, np.ndarray) or not isinstance(other, (ndarray, numbers.Number, np.generic)):
-            return NotImplemented if not isinstance(other, np.ndarray) else _refuse_numpy(other)
+        if isinstance(other, np.ndarray):
+            raise TypeError(f"Unsupported type {type(other)}")
+        if not isinstance(other, (ndarray, numbers.Number, np.generic)):
+            return NotImplemented
         result = compute(getattr(np.ndarray, name), self, other)
         return self if name.startswith("__i") else result       # in place: the same array
     method.__name__ = name
     return method
-
-
-def _refuse_numpy(other):
-    raise TypeError(f"Unsupported type {type(other)}")
 
 
 def _unary(name):
@@ -294,13 +293,11 @@ class ndarray:
 
     # --- indexing
     def __getitem__(self, key):
-        roots = []
-        index = _wrap_index(key, self.shape, roots)
+        index = _wrap_index(key, self.shape)
         return compute(lambda a: a[index], self, may_be_view=True)
 
     def __setitem__(self, key, value):
-        roots = []
-        index = _wrap_index(key, self.shape, roots)
+        index = _wrap_index(key, self.shape)
         unwrap(self)
         if isinstance(value, np.ndarray):
             if value.ndim and all(not isinstance(k, np.ndarray) for k in index):
