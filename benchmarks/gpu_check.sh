@@ -5,7 +5,7 @@
 #     bash benchmarks/gpu_check.sh [log_folder]
 #
 # Each part runs under its own time limit, so a slow one cannot eat the others' time (about
-# nine and a half minutes in all at most); each part's whole output is kept in log_folder, and a short
+# ten minutes in all at most); each part's whole output is kept in log_folder, and a short
 # table of what came out is printed at the end. Nothing here changes the GPU's settings.
 # PYTHON picks the interpreter (default python3).
 set -u
@@ -26,16 +26,16 @@ part() {        # part NAME SECONDS COMMAND...: run it, keep its log, note how i
 }
 
 part gpu        10 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
-part tests     100 "$py" -m pytest -q -m gpu tests
+part tests      90 "$py" -m pytest -q -m gpu tests
 # The suite's cuda pass, as CI runs it through the CuPy stand-in (README, "The cuda path without a GPU").
 if "$py" -c "import sys, tinygrad_gpu as tg; sys.exit(not tg.cuda_available())" 2>/dev/null; then
-    part cudapass  180 env TINYGRAD_GPU_DEVICE=cuda "$py" -m pytest -q -p no:cacheprovider tests
+    part cudapass  220 env TINYGRAD_GPU_DEVICE=cuda "$py" -m pytest -q -p no:cacheprovider tests
 else
     part cudapass    5 echo "skipped: no GPU visible to CuPy"
 fi
 part readiness  60 "$py" benchmarks/gpu_readiness.py --real
 part kernels    60 "$py" benchmarks/kernels.py
-part step      120 "$py" benchmarks/step.py --device cuda --config all --json "$logs/step.json"
+part step      100 "$py" benchmarks/step.py --device cuda --config all --json "$logs/step.json"
 part scaling    45 "$py" benchmarks/scaling.py --device cuda --with-torch --quick
 
 echo

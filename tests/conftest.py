@@ -33,18 +33,13 @@ requires_gpu = pytest.mark.skipif(not tg.cuda_available(), reason="no CUDA GPU v
 CUDA_PASS = os.environ.get("TINYGRAD_GPU_DEVICE", "").lower().startswith("cuda")
 DEVICES = ["cuda"] if CUDA_PASS else ["cpu", "emu", pytest.param("cuda", marks=[gpu, requires_gpu])]
 
-# The cuda pass runs what the cuda path touches: tensors, the ops, autograd, the fused ops, nn,
-# optim, checkpoints and training, and the cuda path's own tests. The other files test the cpu or
-# emu devices alone (kernels against references run on emu), our scripts on the cpu, or the stand-in.
-CUDA_PASS_FILES = ("test_autograd.py", "test_checkpoint.py", "test_cuda_path.py", "test_elementwise.py",
-                   "test_functional.py", "test_fused.py", "test_gpt.py", "test_movement.py", "test_nn.py",
-                   "test_optim.py", "test_reduce.py", "test_tensor.py", "test_train.py")
-
-
-def pytest_ignore_collect(collection_path, config):
-    if CUDA_PASS and collection_path.name.startswith("test_") and collection_path.suffix == ".py":
-        return collection_path.name not in CUDA_PASS_FILES
-    return None
+# The cuda pass runs every test file but those that test the cpu or emu devices alone, our scripts
+# on the cpu, or the stand-in itself (they ran in the first pass).
+ON_HOST_ONLY = ("test_benchmark_gpu_check.py", "test_benchmark_gpu_readiness.py", "test_benchmark_kernels.py",
+                "test_benchmark_ops.py", "test_benchmark_step.py", "test_cupy_standin.py", "test_docs.py",
+                "test_emulator.py", "test_fast_cpu.py", "test_gpt_emu.py", "test_imports.py", "test_nvrtc.py",
+                "test_standin_kernel_references.py")
+collect_ignore = list(ON_HOST_ONLY) if CUDA_PASS else []
 
 
 @pytest.fixture(params=DEVICES)

@@ -64,6 +64,7 @@ def test_tensors_made_for_the_second_gpu_stay_there():
     assert loss.device == norm.device == "cuda:1"
     assert all(p.data.device.id == 1 and p.grad.data.device.id == 1 for p in model.parameters())
     assert tg.randn(3, device="cuda:1").data.device.id == 1
+    assert (tg.ones(3, device="cuda:1") * 2).data.device.id == 1        # a Python number joins on cuda:1
     assert tg.tensor([1.0, 2.0], device="cuda:1").to("cuda:0").data.device.id == 0
 
 

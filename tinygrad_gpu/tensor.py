@@ -374,7 +374,8 @@ class Tensor:
     def _scalar_like(self, value) -> Tensor:
         """A Python number as a 0-d tensor on this device, with PyTorch's scalar dtype rule."""
         dtype = dtypes.scalar_dtype(value, self.dtype)
-        return Tensor._wrap(devices.array_module(self.device).asarray(value, dtype=dtype), self.device)
+        with devices.use(self.device):
+            return Tensor._wrap(devices.array_module(self.device).asarray(value, dtype=dtype), self.device)
 
     def _as_tensor(self, other) -> Tensor:
         if isinstance(other, Tensor):

@@ -152,9 +152,10 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
     n, ids = weight.shape[0], input.data
     valid = f"for {n} embeddings (valid: 0..{n - 1})"
     if devices.is_cuda(input.device):         # read with the next value the host reads: no sync here
-        with devices.use(input.device):
-            deferred_checks.expect_none(input.device, (ids < 0) | (ids >= n), IndexError,
-                                        f"embedding: an index is out of range {valid}")
+        if input.numel():
+            with devices.use(input.device):       # the extremes say it all, without an array of flags
+                deferred_checks.expect_none(input.device, (ids.min() < 0) | (ids.max() >= n), IndexError,
+                                            f"embedding: an index is out of range {valid}")
     elif input.numel() and (ids.min() < 0 or ids.max() >= n):
         raise IndexError(f"embedding: index {ids.max() if ids.max() >= n else ids.min()} is out of range {valid}")
     return fused.EmbeddingLookup.apply(weight, input) if weight.ndim == 2 and _use_fused(weight) else weight[input]

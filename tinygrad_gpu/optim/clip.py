@@ -42,18 +42,17 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
 def _norm(xp, values, norm_type: float):
     """The p-norm of a flat array, in float32 at least (float16 squares overflow past 256).
 
-    Scaled by the largest magnitude first, so that float32 squares of huge gradients (3e19^2)
-    do not overflow; the sum is the array library's pairwise one, which keeps the error small
-    over millions of values. An inf entry gives inf, a nan gives nan.
+    The sum is the array library's pairwise one, which keeps the error small over millions of
+    values (a dot product adds them one by one). As in PyTorch, float32 squares past its range
+    (gradients above about 1.8e19) make the norm inf, which clips every gradient to 0 and which
+    the training loop reports as a diverged run. An inf entry gives inf, a nan gives nan.
     """
-    magnitudes = xp.abs(values.astype(np.promote_types(values.dtype, np.float32), copy=False))
-    if magnitudes.size == 0:
-        return xp.zeros((), magnitudes.dtype)
-    biggest = magnitudes.max()
+    values = values.astype(np.promote_types(values.dtype, np.float32), copy=False)
+    if values.size == 0:
+        return xp.zeros((), values.dtype)
     if norm_type == math.inf:
-        return biggest
-    divisor = xp.where((biggest > 0) & (biggest < math.inf), biggest, 1).astype(magnitudes.dtype)
-    scaled = magnitudes / divisor
-    powered = scaled * scaled if norm_type == 2 else scaled ** norm_type
-    norm = divisor * powered.sum() ** (1.0 / norm_type)
-    return xp.where(biggest == math.inf, biggest, norm)
+        return xp.maximum(values.max(), -values.min())       # max |x| without an array of |x|
+    with np.errstate(over="ignore"):
+        if norm_type == 2:
+            return xp.sqrt((values * values).sum())
+        return (xp.abs(values) ** norm_type).sum() ** (1.0 / norm_type)
