@@ -155,7 +155,8 @@ def test_module_functions_match_methods():
     x = tg.tensor([0.5, 1.5, 2.0])
     for name in ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "sin", "cos", "erf", "square"]:
         np.testing.assert_array_equal(getattr(tg, name)(x).numpy(), getattr(x, name)().numpy(), err_msg=name)
-    np.testing.assert_array_equal(x.gelu("tanh").numpy(), F.gelu(x, approximate="tanh").numpy())
+    # the composition against the fused op: equal on the cpu, within float32 rounding where a kernel runs
+    np.testing.assert_allclose(x.gelu("tanh").numpy(), F.gelu(x, approximate="tanh").numpy(), rtol=1e-6)
 
 
 def test_gelu_rejects_unknown_approximation():

@@ -351,7 +351,7 @@ def test_matmul_broadcast_batches(data):
 
 def test_matmul_mixed_with_a_constant_operand():
     a = np.arange(6.0).reshape(2, 3)
-    w = tg.tensor(np.ones((3, 2)), dtype=tg.float64, device="cpu")      # check_op runs on the cpu
+    w = tg.tensor(np.ones((3, 2)), dtype=tg.float64)         # on the default device, as check_op
     check_op(lambda x: x @ w, lambda a: a @ np.ones((3, 2)), a, second_order=True)
     check_op(lambda x: w.T @ x.T, lambda a: np.ones((2, 3)) @ a.T, a, second_order=True)
 
