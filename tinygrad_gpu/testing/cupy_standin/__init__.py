@@ -6,26 +6,37 @@ For tests and benchmarks only: ``TINYGRAD_GPU_CUPY=standin`` puts it behind ``cu
 What it proves: the Python side of the ``cuda`` path. Its arrays keep NumPy data but offer
 only what ``cupy.ndarray`` offers; a module function, ufunc method or generator method
 exists only if CuPy 14 has it (``cupy_api.json``, read from the installed cupy by
-``make_api_list.py``); our ``.cu`` kernels run for real, through the CPU emulator; and
+``make_api_list.py``); our ``.cu`` kernels run for real, through the CPU emulator (or as
+their NumPy references with ``TINYGRAD_GPU_STANDIN_KERNELS=reference``, for runs too big for
+the emulator: kernel_references.py); and
 ``counters`` records what a GPU makes expensive: host syncs (with the line that caused
 each), bytes each way, kernel launches, allocations, kernel-function lookups.
 
 CuPy's documented differences from NumPy that it reproduces (from "Differences between
 CuPy and NumPy", https://docs.cupy.dev/en/stable/user_guide/difference.html, unless noted):
 
-* no implicit conversion to NumPy: ``np.asarray(x)``, ``x.__array__()`` and NumPy
-  functions on ``x`` raise TypeError; ``x.get()`` and ``asnumpy(x)`` copy explicitly
-  (https://docs.cupy.dev/en/stable/user_guide/interoperability.html). CuPy itself hands
-  some NumPy calls on to its own functions; the stand-in refuses them all, so that code
-  names its array module;
-* NumPy arrays are not operands: ``cupy_array + numpy_array`` raises TypeError;
-* out-of-range integer-array indices wrap around instead of raising;
-* reductions and element reads return 0-d arrays, not NumPy scalars (reading one is a sync);
-* no read-only arrays: a broadcast view can be written through;
-* ufuncs take the first of their own loops that the inputs cast to safely, and refuse
-  inputs no loop takes (``cupyx.scipy.special.erf`` on float16 gives float64);
-* an array on another device than the current one is refused (ValueError), as CuPy's
-  kernels refuse it (https://docs.cupy.dev/en/stable/user_guide/basic.html, "Current Device").
+* no implicit conversion to NumPy: ``np.asarray(x)`` and ``x.__array__()`` raise TypeError
+  with CuPy's message (https://docs.cupy.dev/en/stable/user_guide/interoperability.html).
+  CuPy hands a NumPy ufunc or function called on its arrays on to its own function of the
+  same name (``__array_ufunc__``, ``__array_function__``); the stand-in refuses them all, so
+  that the code names its array module;
+* NumPy arrays are not operands: ``cupy_array + numpy_array`` raises TypeError ("Universal
+  functions only work with CuPy array or scalar");
+* out-of-range integer-array indices wrap around instead of raising ("Out-of-bounds indices");
+* reductions return 0-d arrays, not NumPy scalars ("Zero-dimensional array"); reading one is a sync;
+* no read-only arrays: ``flags`` has no ``writeable``, and a broadcast view can be written
+  through (cupy/_core/flags.pyx; https://github.com/cupy/cupy/issues/2616);
+* each ufunc takes the first of its own loops (``cupy.exp.types``) that the inputs cast to
+  safely and refuses inputs no loop takes: ``cupyx.scipy.special.erf`` on float16 gives float64;
+  ``ufunc.at``, ``reduce``, ``accumulate`` and ``reduceat`` exist for a few ufuncs only
+  (cupy/_core/_kernel.pyx);
+* ``a[:] = numpy_array`` raises ValueError unless the value is 0-d (cupy/_core/_routines_indexing.pyx);
+* ``cupy.random.Generator`` has no ``permutation`` and no ``normal``
+  (https://github.com/cupy/cupy/issues/7726);
+* an array on another device than the current one is refused with ValueError, as CuPy 14
+  refuses it where the GPUs have no peer access (https://github.com/cupy/cupy/pull/5496; with
+  peer access CuPy warns and reaches across). ``cupy.asarray`` copies an array from another
+  device onto the current one.
 
 Where it stops: it is not a model of speed (NumPy does the arithmetic), and it cannot show
 the numerics of the GPU's hardware (``__expf``, fused multiply-add, flush-to-zero).
