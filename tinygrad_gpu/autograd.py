@@ -49,12 +49,12 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
     captured = {}
     with set_grad_enabled(create_graph):
         for node in order:
-            grad, spare = sums.pop(node)
-            if grad is None:
-                continue
-            if wanted is not None and id(node) in wanted:
-                captured[id(node)], spare = grad, False        # the caller's array from now on
             with devices.use(node.device):                      # on a GPU: where this node lives
+                grad, spare = sums.pop(node)                    # (a slice's gradient is made full-size here)
+                if grad is None:
+                    continue
+                if wanted is not None and id(node) in wanted:
+                    captured[id(node)], spare = grad, False    # the caller's array from now on
                 if isinstance(node, Tensor):                    # a leaf
                     if inputs is None:
                         _accumulate_into_leaf(node, grad, spare, create_graph)

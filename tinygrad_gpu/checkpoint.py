@@ -25,10 +25,14 @@ _METADATA_KEY = "tinygrad_gpu"
 _TENSOR_REF = "__tensor__"
 
 
+def _device_of(array) -> str:
+    return "cpu" if isinstance(array, np.ndarray) else f"cuda:{array.device.id}"
+
+
 def _split(value, path: str, tensors: dict):
     """The JSON-able structure of `value`, moving each tensor (or array) into `tensors`."""
     if isinstance(value, (Tensor, np.ndarray)) or hasattr(value, "__cuda_array_interface__"):
-        array = value.numpy() if isinstance(value, Tensor) else devices.move(value, "cpu")
+        array = value.numpy() if isinstance(value, Tensor) else Tensor._wrap(value, _device_of(value)).numpy()
         if array.dtype.kind in "OUS":
             raise TypeError(f"save: cannot store an array of {array.dtype} ({array.dtype.kind!r}: object or "
                             f"string) at '{path}'; only numeric and bool arrays")

@@ -49,7 +49,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         start, end = 0, start
     is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
     default = dtypes.int64 if is_int else dtypes.default_float
-    return _make(lambda xp, s, d: xp.arange(start, end, step).astype(d, copy=False), (), dtype, device, requires_grad, default)
+    return _make(lambda xp, s, d: xp.arange(start, end, step).astype(d, copy=False), (), dtype, device, requires_grad,
+                 default)
 
 
 def _sample(method: str, device: str, shape: tuple, dtype):

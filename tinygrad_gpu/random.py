@@ -32,7 +32,7 @@ class PhiloxStream:
 
     Draw k of n values reads Philox at counters offset .. offset + n - 1 and moves the offset
     on by n, so no two draws share a counter. Float64 and integer draws combine two float32
-    draws into 48 random bits.
+    draws into 48 random bits (float64 normals: Box-Muller on two of those).
     """
 
     def __init__(self, device: str, seed: int, offset: int = 0):
@@ -45,37 +45,52 @@ class PhiloxStream:
         return values
 
     def _bits48(self, shape):
-        n = int(np.prod(shape, dtype=np.int64))
+        n = _count(shape)
         high, low = self._draw("uniform", n), self._draw("uniform", n)
         return ((high * 2**24).astype(np.int64) << 24 | (low * 2**24).astype(np.int64)).reshape(shape)
 
     def random(self, shape, dtype=np.float32):
-        if np.dtype(dtype) == np.float64:
-            return self._bits48(shape) * 2.0**-48
-        return self._draw("uniform", int(np.prod(shape, dtype=np.int64))).reshape(shape).astype(dtype, copy=False)
+        with devices.use(self.device):
+            if np.dtype(dtype) == np.float64:
+                return self._bits48(shape) * 2.0**-48
+            return self._draw("uniform", _count(shape)).reshape(shape).astype(dtype, copy=False)
 
     def standard_normal(self, shape, dtype=np.float32):
-        return self._draw("normal", int(np.prod(shape, dtype=np.int64))).reshape(shape).astype(dtype, copy=False)
+        with devices.use(self.device):
+            if np.dtype(dtype) == np.float64:             # Box-Muller in float64, on 48-bit uniforms
+                xp = devices.array_module(self.device)
+                u1, u2 = (self._bits48(shape) + 1) * 2.0**-48, self._bits48(shape) * 2.0**-48
+                return xp.sqrt(-2 * xp.log(u1)) * xp.cos(2 * np.pi * u2)
+            return self._draw("normal", _count(shape)).reshape(shape).astype(dtype, copy=False)
 
-    def uniform(self, low, high, shape):
-        return low + (high - low) * self.random(shape)
+    def uniform(self, low, high, shape, dtype=np.float32):
+        with devices.use(self.device):
+            return low + (high - low) * self.random(shape, dtype)
 
     def integers(self, low, high, size):
         """48 random bits modulo the range's width: a value is favoured by at most width / 2**48, under
         1e-5 for the widths allowed here."""
+        if high <= low:
+            raise ValueError(f"randint on {self.device}: low >= high ({low} >= {high})")
         if high - low > 2**32:
             raise ValueError(f"randint on {self.device}: the range [{low}, {high}) is wider than 2**32 values, "
                              "more than the GPU stream draws evenly; draw on the cpu and move the result")
-        return low + self._bits48(size) % (high - low)
+        with devices.use(self.device):
+            return low + self._bits48(size) % (high - low)
 
     def permutation(self, n: int):
         """0 .. n-1 in random order: sort random 48-bit keys (with distinct keys all n! orders are equally
         likely; a tie among n keys has odds about n^2 / 2^49)."""
-        return devices.array_module(self.device).argsort(self._bits48((n,)))
+        with devices.use(self.device):
+            return devices.array_module(self.device).argsort(self._bits48((n,)))
 
     @property
     def state(self) -> dict:
         return {"seed": self.seed, "offset": self.offset}
+
+
+def _count(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
 
 
 def generator(device: str):

@@ -221,15 +221,20 @@ class Module:
                 values.append(_SCALAR_TYPES[got](arg.item()))
         return values
 
-    def launch(self, kernel: str, grid, block, args, shared_mem: int = 0, shuffle=None) -> None:
-        """Run `kernel` over `grid` blocks of `block` threads, like ``RawModule.get_function(kernel)``."""
+    def check(self, kernel: str, grid, block, args, shared_mem: int = 0):
+        """What a GPU checks before a launch: the grid, the block, the shared memory, and each argument
+        against the kernel's parameter types. Returns (grid, block, argument values) for launch()."""
         grid3 = _dim3(grid, "grid", MAX_GRID)
         block3 = _dim3(block, "block", MAX_BLOCK)
         if block3[0] * block3[1] * block3[2] > MAX_THREADS_PER_BLOCK:
             raise ValueError(f"block {block3} has more than {MAX_THREADS_PER_BLOCK} threads (a GPU rejects it too)")
         if not 0 <= shared_mem <= MAX_DYNAMIC_SHARED:
             raise ValueError(f"shared_mem={shared_mem} bytes: a launch may ask for 0..{MAX_DYNAMIC_SHARED}")
-        values = self._pack(kernel, list(args))
+        return grid3, block3, self._pack(kernel, list(args))
+
+    def launch(self, kernel: str, grid, block, args, shared_mem: int = 0, shuffle=None) -> None:
+        """Run `kernel` over `grid` blocks of `block` threads, like ``RawModule.get_function(kernel)``."""
+        grid3, block3, values = self.check(kernel, grid, block, args, shared_mem)
         pointers = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p)
                                                              for v in values])
         error = ctypes.create_string_buffer(4096)

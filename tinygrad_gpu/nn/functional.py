@@ -105,7 +105,8 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
         bad = kept_ids & ((ids < 0) | (ids >= n_classes))
         count = kept_ids.sum().astype(input.dtype)
         if devices.is_cuda(labels.device):    # read with the next value the host reads: no sync here
-            deferred_checks.expect_none(labels.device, bad, IndexError, f"cross_entropy: a target is out of range {valid}")
+            deferred_checks.expect_none(labels.device, bad, IndexError,
+                                        f"cross_entropy: a target is out of range {valid}")
         elif bad.any():
             raise IndexError(f"cross_entropy: target {ids[bad][0].item()} is out of range {valid}")
     op = fused.CrossEntropyRows.apply if _use_fused(rows) else fused.CrossEntropyRows.composition
@@ -114,7 +115,7 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
         return nll.reshape(target.shape)
     if reduction == "sum":
         return nll.sum()
-    return nll.sum() / Tensor._wrap(count, labels.device)                                # 0 kept targets gives nan, as in PyTorch
+    return nll.sum() / Tensor._wrap(count, labels.device)      # 0 kept targets gives nan, as in PyTorch
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
@@ -163,8 +164,9 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
 
 def _dropout_keep(shape, p: float, device: str, dtype):
     """The dropout's mask: 1 / (1 - p) where an element is kept (each with probability 1 - p), else 0."""
-    kept = random.generator(device).random(shape, dtype=np.float32) >= p
-    return Tensor._wrap(kept.astype(dtype) * (1.0 / (1.0 - p) if p < 1 else 0.0), device)
+    with devices.use(device):
+        kept = random.generator(device).random(shape, dtype=np.float32) >= p
+        return Tensor._wrap(kept.astype(dtype) * (1.0 / (1.0 - p) if p < 1 else 0.0), device)
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:

@@ -3,21 +3,24 @@ from __future__ import annotations
 
 import math
 
+from .. import device as devices
 from .. import random
 from ..tensor import Tensor
 
 
-def _fill(tensor: Tensor, array) -> Tensor:
-    tensor.data[...] = array.astype(tensor.dtype, copy=False)
+def _fill(tensor: Tensor, draw) -> Tensor:
+    """Write draw(generator) into the tensor, on its device (a GPU's generator draws float32)."""
+    with devices.use(tensor.device):
+        tensor.data[...] = draw(random.generator(tensor.device)).astype(tensor.dtype, copy=False)
     return tensor
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
-    return _fill(tensor, random.generator(tensor.device).standard_normal(tensor.shape) * std + mean)
+    return _fill(tensor, lambda generator: generator.standard_normal(tensor.shape) * std + mean)
 
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
-    return _fill(tensor, random.generator(tensor.device).uniform(a, b, tensor.shape))
+    return _fill(tensor, lambda generator: generator.uniform(a, b, tensor.shape))
 
 
 def zeros_(tensor: Tensor) -> Tensor:

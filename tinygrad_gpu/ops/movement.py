@@ -344,6 +344,8 @@ class ToDevice(Function):
 
     def forward(ctx, x, device):
         ctx.out_device = device
+        if devices.is_cuda(x.device) and not devices.is_cuda(device):
+            deferred_checks.raise_pending()          # values reach the host: the GPU's checks too
         return devices.move(x.data, device)
 
     def backward(ctx, grad):

@@ -24,19 +24,26 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         return Tensor(0.0)
     device = grads[0].device
     xp = devices.array_module(device)
+    per_tensor = []
+    for g in grads:                     # each gradient's norm where it lives; then all on the first one's device
+        with devices.use(g.device):
+            norm = _norm(devices.array_module(g.device), g.data.reshape(-1), norm_type)
+        per_tensor.append(devices.move(norm, device))
     with devices.use(device):
         # The joint norm is the norm of the per-tensor norms, for every p.
-        per_tensor = xp.stack([_norm(xp, g.data.reshape(-1), norm_type) for g in grads])
-        total = _norm(xp, per_tensor, norm_type)
+        total = _norm(xp, xp.stack(per_tensor), norm_type)
         if error_if_nonfinite and not math.isfinite(float(total)):
             raise RuntimeError(f"clip_grad_norm_: the total norm of the gradients is {float(total)}; "
                                "pass error_if_nonfinite=False to clip anyway")
         scale = xp.minimum(max_norm / (total + 1e-6), 1.0)        # nan stays nan; inf gives 0
-        scale_in = {dtype: scale.astype(dtype) for dtype in {g.dtype for g in grads}}
-        with np.errstate(invalid="ignore"):                      # inf * 0, as PyTorch gives it
-            for g in grads:
-                g.data *= scale_in[g.dtype]
-        return Tensor._wrap(total.astype(grads[0].dtype), device)   # in the gradients' dtype, as PyTorch
+        result = Tensor._wrap(total.astype(grads[0].dtype), device)   # in the gradients' dtype, as PyTorch
+    scales = {}                         # the scale once per (device, dtype), not once per gradient
+    for g in grads:
+        with devices.use(g.device), np.errstate(invalid="ignore"):    # inf * 0, as PyTorch gives it
+            if (g.device, g.dtype) not in scales:
+                scales[g.device, g.dtype] = devices.move(scale, g.device).astype(g.dtype)
+            g.data *= scales[g.device, g.dtype]
+    return result
 
 
 def _norm(xp, values, norm_type: float):

@@ -56,7 +56,9 @@ from ._ufunc import ufunc
 __version__ = _api.VERSION
 _Devices.count = int(os.environ.get("TINYGRAD_GPU_STANDIN_DEVICES", "2"))
 RawModule, RawKernel = cuda.RawModule, cuda.RawKernel
-_SYNCING = {"nonzero", "flatnonzero", "argwhere", "unique"}
+# Functions that wait for the GPU: an output size that depends on the data, or (shares_memory)
+# pointers read on the host.
+_SYNCING = {"nonzero", "flatnonzero", "argwhere", "unique", "extract", "compress", "bincount", "shares_memory"}
 
 
 def _from_host(value, dtype=None):

@@ -249,11 +249,6 @@ class ndarray:
     def __complex__(self):
         return self._scalar(complex, "complex()")
 
-    def __index__(self):
-        if self.dtype.kind not in "iu" or self.ndim != 0:
-            raise TypeError("only integer scalar arrays can be converted to a scalar index")
-        return self._scalar(int, "index()")
-
     def nonzero(self):
         counters.sync("nonzero() (output size depends on the data)")
         return compute(np.nonzero, self)

@@ -52,6 +52,7 @@ class RawKernel:
         counters.raw_launches += 1
         if os.environ.get("TINYGRAD_GPU_STANDIN_KERNELS", "emulate") == "reference":
             from . import kernel_references              # fast, for big runs: kernel_references.py says why
+            self.module._built().check(self.name, grid, block, arrays, shared_mem)     # the launch a GPU takes
             kernel_references.launch(self.name, grid, block, arrays)
         else:
             self.module._built().launch(self.name, tuple(grid), tuple(block), tuple(arrays), shared_mem)
