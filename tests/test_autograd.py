@@ -289,3 +289,17 @@ def test_grad_dtype_follows_the_leaf_in_mixed_precision():
     assert z.dtype == tg.float64
     z.sum().backward()
     assert x.grad.dtype == tg.float32 and y.grad.dtype == tg.float64
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_a_non_finite_output_leaves_the_other_gradients_alone():
+    """The implied gradient of a scalar output is 1, not out * 0 + 1 (nan when out is inf or nan): one
+    bad element must not poison every gradient. PyTorch gives [nan, 0.25] and [inf, e] here."""
+    x = tg.tensor([-1.0, 4.0], requires_grad=True)
+    x.sqrt().sum().backward()
+    assert np.isnan(x.grad.numpy()[0]) and x.grad.numpy()[1] == 0.25
+    y = tg.tensor([1000.0, 1.0], requires_grad=True)
+    with np.errstate(over="ignore"):
+        y.exp().sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), [np.inf, np.e], rtol=1e-6)
+

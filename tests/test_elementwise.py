@@ -483,6 +483,19 @@ def test_where_needs_a_bool_condition(condition):
         tg.where(condition, tg.ones(2), tg.zeros(2))
 
 
-def test_clamp_needs_a_bound():
-    with pytest.raises(ValueError, match="clamp"):
-        tg.ones(2).clamp()
+# ----------------------------------------------------------------------------- where we follow PyTorch
+def test_a_python_int_joins_an_integer_tensor_wrapped_to_its_type():
+    """PyTorch wraps the constant to the tensor's type (two's complement); NumPy raised OverflowError."""
+    i32 = tg.tensor([1, 2], dtype=tg.int32)
+    assert (i32 | 0xFFFFFFFF).tolist() == [-1, -1] and (i32 | 0xFFFFFFFF).dtype == tg.int32
+    assert (i32 + (2**32 + 3)).tolist() == [4, 5]
+    assert (tg.tensor([250], dtype=np.uint8) + 300).tolist() == [(250 + 300) % 256]
+    assert (tg.tensor([5]) + 2**62).tolist() == [5 + 2**62]                  # int64 holds it: unchanged
+
+
+@pytest.mark.parametrize("call", [lambda: tg.ones(2).clamp(None, None), lambda: tg.tensor([1, 2]) ** -2,
+                                  lambda: tg.ones(2, 3).permute(0)], ids=["clamp", "int ** -2", "permute"])
+def test_errors_a_pytorch_user_catches_as_runtime_errors(call):
+    with pytest.raises(RuntimeError, match="clamp|pow|permute"):
+        call()
+

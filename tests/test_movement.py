@@ -409,7 +409,7 @@ def test_dim_out_of_range_is_a_clear_error(call):
 
 @pytest.mark.parametrize("dims", [(0, 0), (0,), (0, 1, 2), (0, 3), (1, -3), (2, -2)])
 def test_permute_not_a_permutation(dims):
-    with pytest.raises(ValueError, match=r"permute.*not a permutation.*\(2, 3\)"):
+    with pytest.raises(RuntimeError, match=r"permute.*not a permutation.*\(2, 3\)"):     # PyTorch's kind
         tg.ones(2, 3).permute(*dims)
 
 
@@ -445,3 +445,25 @@ def test_movement_on_every_device(device):
                           (lambda x: x.triu(1), lambda a: np.triu(a, 1))]:
         check_op(fn, reference, a, second_order=True, device=device)
     check_op(lambda x, y: x @ y, np.matmul, a, b, second_order=True, device=device)
+
+
+# ----------------------------------------------------------------------------- PyTorch's indexing rule
+@pytest.mark.parametrize("key", [
+    (1, slice(None), slice(3, 11, 2), "d", slice(0, 2)),   # the issue's case: a slice between 1 and d
+    (1, slice(None), "d"),
+    (None, 1, "d", None, 2),
+], ids=["1,:,3:11:2,d,0:2", "1,:,d", "None,1,d,None,2"])
+def test_an_integer_beside_index_tensors_is_basic_indexing_as_in_pytorch(key):
+    """PyTorch applies a plain integer first, as basic indexing: x[1, :, d] is x[1][:, d]. NumPy counts
+    the integer as one more index array and, with a slice between them, moves the selected dimensions
+    to the front: another shape, other values. Each case here is one where the two rules differ."""
+    a = np.arange(2 * 3 * 12 * 5 * 4, dtype=np.float64).reshape(2, 3, 12, 5, 4)
+    d = np.array([[0, 1], [1, 0]])
+    numpy_key = tuple(d if part == "d" else part for part in key)
+    first = tuple(slice(None) if part == "d" else part for part in key)          # the integers, as a view
+    then = tuple(d if part == "d" else slice(None) for part in key if not isinstance(part, int))
+    expected = a[first][then]
+    assert a[numpy_key].shape != expected.shape or not np.array_equal(a[numpy_key], expected)
+    tensor_key = tuple(tg.tensor(d) if part == "d" else part for part in key)
+    check_op(lambda t: t[tensor_key], lambda x: x[first][then], a)
+

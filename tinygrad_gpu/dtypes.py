@@ -52,6 +52,14 @@ def scalar_dtype(value, tensor_dtype):
     return (bool_, int64, default_float)[value_category]
 
 
+def wrap_int(value: int, dtype) -> int:
+    """A Python int as an integer of `dtype` holds it: its low bits, two's complement (PyTorch wraps a
+    constant that does not fit the tensor's type; NumPy refuses it with OverflowError)."""
+    bits = np.dtype(dtype).itemsize * 8
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if np.dtype(dtype).kind == "i" and value >= 1 << (bits - 1) else value
+
+
 def infer(data_dtype, from_python: bool):
     """The dtype of a new tensor: Python floats -> float32, NumPy arrays keep theirs."""
     if from_python and data_dtype == float64:

@@ -374,6 +374,8 @@ class Tensor:
     def _scalar_like(self, value) -> Tensor:
         """A Python number as a 0-d tensor on this device, with PyTorch's scalar dtype rule."""
         dtype = dtypes.scalar_dtype(value, self.dtype)
+        if dtype.kind in "iu" and isinstance(value, int) and not isinstance(value, bool):
+            value = dtypes.wrap_int(value, dtype)          # int32 | 0xFFFFFFFF: the constant becomes -1
         with devices.use(self.device):
             return Tensor._wrap(devices.array_module(self.device).asarray(value, dtype=dtype), self.device)
 

@@ -129,6 +129,9 @@ class Pow(_Binary):
 def pow(base: Tensor, exponent) -> Tensor:
     if isinstance(exponent, Tensor):
         return base._binary(Pow, exponent)
+    if isinstance(exponent, int) and exponent < 0 and not base.is_floating_point():
+        raise RuntimeError(f"pow: an integer tensor ({base.dtype}) to the negative integer power {exponent} is not "
+                           "allowed (as in PyTorch); make one of them a float, e.g. x.float() ** -2")
     if isinstance(exponent, float) and not base.is_floating_point():
         base = base._floating()
     return PowScalar.apply(base, exponent=exponent)
@@ -380,7 +383,7 @@ class ClampTensor(Function):
 
 def clamp(x: Tensor, low=None, high=None) -> Tensor:
     if low is None and high is None:
-        raise ValueError("clamp: give at least one of min and max")
+        raise RuntimeError("clamp: give at least one of min and max")     # PyTorch's kind of error
     if not x.is_floating_point() and any(isinstance(v, float) for v in (low, high)):
         x = x._floating()          # int tensor, float bound: float32 as in PyTorch (NumPy would give float64)
     if not isinstance(low, Tensor) and not isinstance(high, Tensor):

@@ -95,7 +95,7 @@ def permute(x: Tensor, dims) -> Tensor:
     # Range first: on a 2-d tensor (0, 3) would otherwise wrap around to (0, 1).
     in_range = all(-x.ndim <= d < x.ndim for d in dims)
     if not in_range or sorted(d % x.ndim for d in dims) != list(range(x.ndim)):
-        raise ValueError(f"permute: {dims} is not a permutation of the {x.ndim} dimensions of shape {x.shape}")
+        raise RuntimeError(f"permute: {dims} is not a permutation of the {x.ndim} dimensions of shape {x.shape}")
     dims = tuple(d % x.ndim for d in dims)
     if dims == tuple(range(x.ndim)):
         return x
@@ -233,6 +233,17 @@ class AddAtIndex(Function):
 
 def getitem(x: Tensor, index) -> Tensor:
     index, basic = _normalize_index(x, index)
+    if not basic and any(isinstance(part, (int, np.integer)) for part in index):
+        # PyTorch applies a plain integer as basic indexing, before the index tensors: x[1, :, d] is
+        # x[1][:, d]. NumPy would count the integer as one more index array, and when a slice stands
+        # between them it moves the selected dimensions to the front. So: the integers (and the
+        # slices and new axes) first, as a view; then the index arrays, on every dimension that is left.
+        def is_basic(part):
+            return isinstance(part, (int, np.integer, slice)) or part is None or part is Ellipsis
+        first = tuple(part if is_basic(part) else slice(None) for part in index)
+        then = tuple(slice(None) if isinstance(part, slice) or part is None else part
+                     for part in index if not isinstance(part, (int, np.integer)))
+        x, index = GetItem.apply(x, index=first, basic=True), then
     return GetItem.apply(x, index=index, basic=basic)
 
 
