@@ -44,8 +44,8 @@ backends = _Backends()
 
 
 def apply_to_cupy() -> None:
-    """Tell CuPy the compute type of float32 products (only where CuPy is in use)."""
-    cupy = devices.cupy_if_loaded()
+    """Tell CuPy the compute type of float32 products (where CuPy has a GPU; asking looks for one)."""
+    cupy = devices.cupy()
     if cupy is None:
         return
     linalg = cupy._core._routines_linalg

@@ -18,12 +18,8 @@ _pending = {}      # (device, error type, message) -> a 0-d bool array on that d
 
 
 def expect_none(device: str, bad, error_type, message: str) -> None:
-    """Raise error_type(message) if any element of the boolean array `bad` is True: now on a host
-    device, at the next read from the GPU on cuda."""
-    if not devices.is_cuda(device):
-        if bad.any():
-            raise error_type(message)
-        return
+    """On GPU `device`: raise error_type(message) at the next read from it if any element of the
+    boolean array `bad` is True. (On cpu and emu the callers raise at once, naming the bad value.)"""
     key = (device, error_type, message)
     found = bad.any()
     _pending[key] = found if key not in _pending else _pending[key] | found

@@ -57,11 +57,6 @@ def _probe_cuda() -> None:
         hook()
 
 
-def cupy_if_loaded():
-    """The cupy module if cuda has been found usable already (probing for it here would be a loop)."""
-    return _cupy
-
-
 def cuda_available() -> bool:
     """True when CuPy imports and sees at least one GPU."""
     _probe_cuda()

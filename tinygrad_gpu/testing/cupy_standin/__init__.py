@@ -91,11 +91,6 @@ def asnumpy(a, stream=None, order="C", out=None, *, blocking=True):
     return np.asarray(a, order=order)
 
 
-def get_array_module(*args):
-    import sys
-    return sys.modules[__name__] if any(isinstance(a, ndarray) for a in args) else np
-
-
 def where(condition, x=None, y=None):
     if x is None and y is None:
         counters.sync("where(condition) (output size depends on the data)")

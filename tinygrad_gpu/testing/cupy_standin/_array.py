@@ -48,9 +48,6 @@ class Device:
     def use(self):
         _Devices.current = self.id
 
-    def synchronize(self):
-        counters.sync("Device.synchronize()")
-
     def __eq__(self, other):
         return isinstance(other, Device) and other.id == self.id
 
@@ -173,10 +170,6 @@ class _Flags:
     def __init__(self, a):
         self.c_contiguous, self.f_contiguous, self.owndata = (a.flags.c_contiguous, a.flags.f_contiguous,
                                                                a.base is None)
-
-    def __getitem__(self, name):
-        return getattr(self, {"C_CONTIGUOUS": "c_contiguous", "F_CONTIGUOUS": "f_contiguous",
-                              "OWNDATA": "owndata"}[name])
 
 
 class ndarray:

@@ -23,13 +23,6 @@ class runtime:
     def getDeviceCount() -> int:
         return _array._Devices.count
 
-    @staticmethod
-    def deviceSynchronize() -> None:
-        counters.sync("runtime.deviceSynchronize()")
-
-    @staticmethod
-    def getDevice() -> int:
-        return _array._Devices.current
 
 
 class RawKernel:
@@ -74,13 +67,3 @@ class RawModule:
         counters.function_lookups += 1
         return RawKernel(self, name)
 
-
-class Stream:
-    null = None
-
-    def synchronize(self):
-        counters.sync("Stream.synchronize()")
-
-
-def get_current_stream():
-    return Stream()
