@@ -83,10 +83,10 @@ def _cross_entropy_backward(grid, block, args):
 
 # ----------------------------------------------------------------------------- embedding_backward.cu
 def _embedding_backward(grid, block, args):
-    ids, dout, dweight, dim, n_embeddings = args
+    ids, _order, dout, dweight, dim, _tokens, n_embeddings = args
     ids = ids.reshape(-1)
     keep = (ids >= 0) & (ids < n_embeddings)          # the kernel adds nothing for an id out of range
-    # The kernel adds into dweight (the launcher zeroed it), so add, not assign.
+    # The kernel writes only the rows of ids that occur; the others keep the launcher's zeros.
     _rows(dweight, dim)[...] += embedding_backward.reference(ids[keep], _rows(dout, dim)[keep], int(n_embeddings))
 
 
