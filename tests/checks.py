@@ -5,6 +5,8 @@
 2. gradchecks `fn` (central differences, random upstream gradient; tg.gradcheck);
 3. checks that backward mutated neither the inputs nor the upstream gradient.
 """
+import math
+
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -23,6 +25,15 @@ def values(shape, low=-3.0, high=3.0, away_from=None, distinct=False):
     if away_from is not None:
         elements = elements.filter(lambda v: all(abs(v - a) > 1e-3 for a in away_from))
     return hnp.arrays(np.float64, shape, elements=elements, unique=distinct)
+
+
+@st.composite
+def spread(draw, shape):
+    """float64 values at least 0.25 apart, in a random order: no ties for max, sort or pooling to break."""
+    count = math.prod(shape)
+    order = np.array(draw(st.permutations(range(count))), dtype=np.float64)
+    jitter = draw(hnp.arrays(np.float64, count, elements=st.floats(0, 0.25)))
+    return ((order - count / 2) * 0.5 + jitter).reshape(shape)
 
 
 @st.composite

@@ -170,7 +170,8 @@ def integer_index(draw, size, max_dims=2):
     """Integer positions in [-size, size), repeats likely, as a list, an int64 array or a Tensor."""
     shape = draw(hnp.array_shapes(min_dims=1, max_dims=max_dims, min_side=1, max_side=5))
     positions = draw(hnp.arrays(np.int64, shape, elements=st.integers(-size, size - 1)))
-    kind = draw(st.sampled_from(["list", "array", "tensor"]))
+    # A nested list is no index array in PyTorch: x[[[0, 1], [1, 0]]] reads as x[[0, 1], [1, 0]] (test_gather.py)
+    kind = draw(st.sampled_from(["list", "array", "tensor"] if positions.ndim == 1 else ["array", "tensor"]))
     wrapped = positions.tolist() if kind == "list" else tg.tensor(positions) if kind == "tensor" else positions
     return wrapped, positions
 
@@ -358,42 +359,42 @@ def test_matmul_mixed_with_a_constant_operand():
 
 # ----------------------------------------------------------------------------- clear errors
 def test_reshape_mismatch_names_the_op_and_both_shapes():
-    with pytest.raises(ValueError, match=r"reshape.*\(2, 3\).*\(4, 2\)"):
+    with pytest.raises(RuntimeError, match=r"reshape.*\(2, 3\).*\(4, 2\)"):
         tg.ones(2, 3).reshape(4, 2)
-    with pytest.raises(ValueError, match=r"reshape.*\(2, 3\).*\(4, -1\)"):
+    with pytest.raises(RuntimeError, match=r"reshape.*\(2, 3\).*\(4, -1\)"):
         tg.ones(2, 3).view(4, -1)
-    with pytest.raises(ValueError, match=r"reshape.*-1"):
+    with pytest.raises(RuntimeError, match=r"reshape.*-1"):
         tg.ones(2, 3).reshape(-1, -1)
 
 
 def test_matmul_mismatch_names_both_shapes():
-    with pytest.raises(ValueError, match=r"matmul.*\(2, 3\).*\(2, 3\)"):
+    with pytest.raises(RuntimeError, match=r"matmul.*\(2, 3\).*\(2, 3\)"):
         tg.ones(2, 3) @ tg.ones(2, 3)
-    with pytest.raises(ValueError, match=r"matmul.*\(3,\).*\(4,\)"):
+    with pytest.raises(RuntimeError, match=r"matmul.*\(3,\).*\(4,\)"):
         tg.ones(3) @ tg.ones(4)
-    with pytest.raises(ValueError, match=r"matmul.*\(2, 3, 4\).*\(3, 4, 5\)"):
+    with pytest.raises(RuntimeError, match=r"matmul.*\(2, 3, 4\).*\(3, 4, 5\)"):
         tg.ones(2, 3, 4) @ tg.ones(3, 4, 5)
-    with pytest.raises(ValueError, match=r"matmul.*\(\).*\(3,\)"):
+    with pytest.raises(RuntimeError, match=r"matmul.*\(\).*\(3,\)"):
         tg.ones(()) @ tg.ones(3)
 
 
 def test_expand_errors():
-    with pytest.raises(ValueError, match=r"expand.*\(2, 3\).*\(4, 3\)"):
+    with pytest.raises(RuntimeError, match=r"expand.*\(2, 3\).*\(4, 3\)"):
         tg.ones(2, 3).expand(4, 3)
-    with pytest.raises(ValueError, match=r"expand.*-1.*leading"):
+    with pytest.raises(RuntimeError, match=r"expand.*-1.*leading"):
         tg.ones(2, 3).expand(-1, 2, 3)
-    with pytest.raises(ValueError, match=r"expand.*fewer dimensions"):
+    with pytest.raises(RuntimeError, match=r"expand.*fewer dimensions"):
         tg.ones(2, 3).expand(3)
 
 
 def test_cat_and_stack_with_mismatched_shapes():
-    with pytest.raises(ValueError, match=r"cat.*\(2, 4\).*\(2, 3\)"):
+    with pytest.raises(RuntimeError, match=r"cat.*\(2, 4\).*\(2, 3\)"):
         tg.cat([tg.ones(2, 3), tg.ones(2, 4)], dim=0)
-    with pytest.raises(ValueError, match=r"cat.*\(3,\).*\(2, 3\)"):
+    with pytest.raises(RuntimeError, match=r"cat.*\(3,\).*\(2, 3\)"):
         tg.cat([tg.ones(2, 3), tg.ones(3)])
-    with pytest.raises(ValueError, match=r"stack.*\(3, 2\).*\(2, 3\)"):
+    with pytest.raises(RuntimeError, match=r"stack.*\(3, 2\).*\(2, 3\)"):
         tg.stack([tg.ones(2, 3), tg.ones(3, 2)])
-    with pytest.raises(ValueError, match="non-empty"):
+    with pytest.raises(RuntimeError, match="non-empty"):
         tg.cat([])
 
 
@@ -423,11 +424,11 @@ def test_index_out_of_range(index):
 def test_other_movement_errors():
     with pytest.raises(IndexError, match="getitem.*float"):
         tg.ones(3)[np.array([0.5])]
-    with pytest.raises(ValueError, match=r"tril.*2 dimensions.*\(3,\)"):
+    with pytest.raises(RuntimeError, match=r"tril.*2 dimensions.*\(3,\)"):
         tg.ones(3).tril()
-    with pytest.raises(ValueError, match=r"split.*\[1, 1\].*3"):
+    with pytest.raises(RuntimeError, match=r"split.*\[1, 1\].*3"):
         tg.ones(3).split([1, 1])
-    with pytest.raises(ValueError, match="chunk.*positive"):
+    with pytest.raises(RuntimeError, match="chunk.*positive"):
         tg.ones(3).chunk(0)
 
 

@@ -15,14 +15,15 @@ from . import dtypes, nn, optim
 from .backends import backends
 from .checkpoint import load, save
 from .autograd import grad
-from .creation import (arange, empty, empty_like, eye, full, full_like, ones, ones_like, rand, rand_like, randint,
-                       randn, randn_like, randperm, tensor, zeros, zeros_like)
+from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, meshgrid, ones, ones_like, rand,
+                       rand_like, randint, randn, randn_like, randperm, tensor, zeros, zeros_like)
 from .device import cuda_available, default_device, set_default_device
 from .dtypes import bool_, float16, float32, float64, int32, int64
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .ops.elementwise import where
-from .ops.linalg import matmul
+from .ops.linalg import dot, einsum, matmul
 from .ops.movement import cat, chunk, split, stack
+from .ops.rearrange import diag, diagonal, flip, repeat_interleave, roll, unflatten
 from .random import get_rng_state, initial_seed, manual_seed, set_rng_state
 from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 
@@ -36,6 +37,12 @@ _METHODS_AS_FUNCTIONS = (
     "logical_or", "sum", "mean", "var", "std", "max", "min", "amax", "amin", "argmax", "argmin", "logsumexp",
     "softmax", "log_softmax", "reshape", "flatten", "permute", "transpose", "movedim", "squeeze", "unsqueeze",
     "tril", "triu", "numel", "any", "all",
+    "gather", "scatter", "scatter_add", "scatter_reduce", "masked_select", "nonzero",
+    "prod", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "sort", "argsort", "msort", "topk",
+    "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",
+    "arcsinh", "arccosh", "arctanh", "exp2", "log2", "log10", "logaddexp", "floor", "ceil", "trunc", "fix", "round",
+    "fmod", "remainder", "floor_divide", "div", "copysign", "lerp", "isclose", "isinf", "isposinf", "isneginf",
+    "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
 )
 for _name in _METHODS_AS_FUNCTIONS:
     globals()[_name] = getattr(Tensor, _name)

@@ -1,4 +1,4 @@
-"""Functions that make new tensors: tensor, zeros, ones, full, empty, arange, eye, randn, ..."""
+"""Functions that make new tensors: tensor, zeros, ones, full, empty, arange, linspace, eye, randn, meshgrid, ..."""
 from __future__ import annotations
 
 import numpy as np
@@ -51,6 +51,43 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     default = dtypes.int64 if is_int else dtypes.default_float
     return _make(lambda xp, s, d: xp.arange(start, end, step).astype(d, copy=False), (), dtype, device, requires_grad,
                  default)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """`steps` evenly spaced values from start to end, both ends included (steps=1 gives [start])."""
+    if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool):
+        raise TypeError(f"linspace: steps must be an int, got {type(steps).__name__}")
+    if steps < 0:
+        raise RuntimeError(f"linspace: steps must not be negative, got {steps}")
+    return _make(lambda xp, s, d: xp.linspace(start, end, steps).astype(d, copy=False), (), dtype, device,
+                 requires_grad)
+
+
+def meshgrid(*tensors, indexing="ij") -> tuple:
+    """Coordinate grids from 1-D tensors: with indexing "ij", output k has shape
+    (len(t0), len(t1), ...) and holds tensors[k]'s values along dim k. "xy" swaps the first two
+    dims (NumPy's default, for x-y plots). Each grid is an expanded view, so gradients flow back
+    (summed over the copies)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if not tensors:
+        raise RuntimeError("meshgrid: expected at least one tensor")
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f'meshgrid: indexing must be "ij" or "xy", got {indexing!r}')
+    for t in tensors:
+        if t.ndim > 1:
+            raise RuntimeError(f"meshgrid: expected 0-D or 1-D tensors, got shape {t.shape}")
+        if t.dtype != tensors[0].dtype or t.device != tensors[0].device:
+            raise RuntimeError(f"meshgrid: all tensors must have the same dtype and device, got "
+                               f"{tensors[0].dtype} on {tensors[0].device} and {t.dtype} on {t.device}")
+    axis_of = list(range(len(tensors)))          # the output dim each input runs along
+    if indexing == "xy" and len(tensors) > 1:
+        axis_of[0], axis_of[1] = 1, 0
+    shape = [0] * len(tensors)
+    for t, axis in zip(tensors, axis_of):
+        shape[axis] = t.numel()
+    return tuple(t.reshape([-1 if a == axis else 1 for a in range(len(shape))]).expand(shape)
+                 for t, axis in zip(tensors, axis_of))
 
 
 def _sample(method: str, device: str, shape: tuple, dtype):

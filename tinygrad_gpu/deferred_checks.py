@@ -17,9 +17,20 @@ from . import device as devices
 _pending = {}      # (device, error type, message) -> a 0-d bool array on that device
 
 
+def check(device: str, bad, error_type, message: str, first_bad=None) -> None:
+    """Raise error_type(message) if any element of the boolean array `bad` is True: on cpu and emu at
+    once, on a GPU at the next read from it (expect_none), so that the host does not wait for it here.
+    On the host the values are at hand: first_bad(), where given, says the message naming the first bad one
+    (called only there, and only when one is bad)."""
+    if devices.is_cuda(device):
+        expect_none(device, bad, error_type, message)
+    elif bad.any():
+        raise error_type(message if first_bad is None else first_bad())
+
+
 def expect_none(device: str, bad, error_type, message: str) -> None:
     """On GPU `device`: raise error_type(message) at the next read from it if any element of the
-    boolean array `bad` is True. (On cpu and emu the callers raise at once, naming the bad value.)"""
+    boolean array `bad` is True."""
     key = (device, error_type, message)
     found = bad.any()
     _pending[key] = found if key not in _pending else _pending[key] | found

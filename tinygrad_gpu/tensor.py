@@ -274,7 +274,7 @@ class Tensor:
 
     def item(self):
         if self.numel() != 1:
-            raise ValueError(f"item(): only a tensor with one element can be converted to a Python number, "
+            raise RuntimeError(f"item(): only a tensor with one element can be converted to a Python number, "
                              f"this one has shape {self.shape}")
         return self.numpy().reshape(()).item()
 
@@ -413,7 +413,7 @@ class Tensor:
     def add(self, other): return self + other
     def sub(self, other): return self - other
     def mul(self, other): return self * other
-    def div(self, other): return self / other
+    def div(self, other, rounding_mode=None): return _rounding.div(self, other, rounding_mode)
     def pow(self, exponent): return self ** exponent
     def matmul(self, other): return self @ other
     def neg(self): return -self
@@ -431,10 +431,20 @@ class Tensor:
     def logical_not(self): return _elementwise.logical(self, None, "logical_not")
     def logical_and(self, other): return _elementwise.logical(self, other, "logical_and")
     def logical_or(self, other): return _elementwise.logical(self, other, "logical_or")
-    # & | ~ are bitwise, as in PyTorch: on bool tensors that is logical and/or/not
-    def __invert__(self): return _elementwise.logical(self, None, "invert")
-    def __and__(self, other): return _elementwise.logical(self, other, "bitwise_and")
-    def __or__(self, other): return _elementwise.logical(self, other, "bitwise_or")
+    # ~ & | ^ << >> are bitwise, as in PyTorch: on bool tensors ~ & | ^ are logical not/and/or/xor
+    def __invert__(self): return _bitwise.bitwise_not(self)
+    def __and__(self, other): return _bitwise.bitwise(self, other, "bitwise_and")
+    def __rand__(self, other): return _bitwise.bitwise(self, other, "bitwise_and", reverse=True)
+    def __or__(self, other): return _bitwise.bitwise(self, other, "bitwise_or")
+    def __ror__(self, other): return _bitwise.bitwise(self, other, "bitwise_or", reverse=True)
+    def __xor__(self, other): return _bitwise.bitwise(self, other, "bitwise_xor")
+    def __rxor__(self, other): return _bitwise.bitwise(self, other, "bitwise_xor", reverse=True)
+    def __lshift__(self, other): return _bitwise.bitwise(self, other, "bitwise_left_shift")
+    def __rlshift__(self, other): return _bitwise.bitwise(self, other, "bitwise_left_shift", reverse=True)
+    def __rshift__(self, other): return _bitwise.bitwise(self, other, "bitwise_right_shift")
+    def __rrshift__(self, other): return _bitwise.bitwise(self, other, "bitwise_right_shift", reverse=True)
+    bitwise_not, bitwise_and, bitwise_or, bitwise_xor = __invert__, __and__, __or__, __xor__
+    bitwise_left_shift, bitwise_right_shift = __lshift__, __rshift__
     def isfinite(self): return _elementwise.predicate(self, "isfinite")
     def isnan(self): return _elementwise.predicate(self, "isnan")
     def any(self): return _elementwise.predicate(self, "any")
@@ -502,10 +512,89 @@ class Tensor:
     def tril(self, diagonal=0): return _movement.Triangle.apply(self, diagonal=diagonal, upper=False)
     def triu(self, diagonal=0): return _movement.Triangle.apply(self, diagonal=diagonal, upper=True)
 
+    # ------------------------------------------------------------------ more math
+    # trigonometric and hyperbolic functions and their inverses (ops/trigonometric.py)
+    def tan(self): return _trigonometric.Tan.apply(self._floating())
+    def asin(self): return _trigonometric.Asin.apply(self._floating())
+    def acos(self): return _trigonometric.Acos.apply(self._floating())
+    def atan(self): return _trigonometric.Atan.apply(self._floating())
+    def sinh(self): return _trigonometric.Sinh.apply(self._floating())
+    def cosh(self): return _trigonometric.Cosh.apply(self._floating())
+    def asinh(self): return _trigonometric.Asinh.apply(self._floating())
+    def acosh(self): return _trigonometric.Acosh.apply(self._floating())
+    def atanh(self): return _trigonometric.Atanh.apply(self._floating())
+    arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
+    # exponentials and logarithms in bases 2 and 10, log(e^a + e^b) (ops/exponential.py)
+    def exp2(self): return _exponential.Exp2.apply(self._floating())
+    def log2(self): return _exponential.Log2.apply(self._floating())
+    def log10(self): return _exponential.Log10.apply(self._floating())
+    def logaddexp(self, other): return self._binary(_exponential.LogAddExp, other)
+    # rounding, and the divisions that round (ops/rounding.py); % and // as in Python and PyTorch
+    def floor(self): return _rounding.to_whole(self, _rounding.Floor)
+    def ceil(self): return _rounding.to_whole(self, _rounding.Ceil)
+    def trunc(self): return _rounding.to_whole(self, _rounding.Trunc)
+    fix = trunc
+    def round(self, decimals=0): return _rounding.to_whole(self, _rounding.Round, decimals=decimals)
+    def fmod(self, other): return self._binary(_rounding.Fmod, other)
+    def remainder(self, other): return self._binary(_rounding.Remainder, other)
+    def __mod__(self, other): return self._binary(_rounding.Remainder, other)
+    def __rmod__(self, other): return self._binary(_rounding.Remainder, other, reverse=True)
+    def floor_divide(self, other): return self._binary(_rounding.FloorDivide, other)
+    def __floordiv__(self, other): return self._binary(_rounding.FloorDivide, other)
+    def __rfloordiv__(self, other): return self._binary(_rounding.FloorDivide, other, reverse=True)
+    # one value weighed against another (ops/blend.py); tests for infinities (bool results, no gradient)
+    def copysign(self, other): return self._binary(_blend.CopySign, other)
+    def lerp(self, end, weight): return _blend.lerp(self, end, weight)
+    def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+        return _blend.isclose(self, other, rtol, atol, equal_nan)
+    def isinf(self): return _elementwise.predicate(self, "isinf")
+    def isposinf(self): return _elementwise.predicate(self, "isposinf")
+    def isneginf(self): return _elementwise.predicate(self, "isneginf")
+
+    # ------------------------------------------------------------------ products, scans and sorting
+    def prod(self, dim=None, keepdim=False, dtype=None): return _reduce.prod(self, dim, keepdim, dtype)
+    def cumsum(self, dim, dtype=None): return _scan.cumsum(self, dim, dtype)
+    def cumprod(self, dim, dtype=None): return _scan.cumprod(self, dim, dtype)
+    def cummax(self, dim): return _scan.cumulative_extreme(self, dim, "cummax")
+    def cummin(self, dim): return _scan.cumulative_extreme(self, dim, "cummin")
+    def logcumsumexp(self, dim): return _scan.logcumsumexp(self, dim)
+    def sort(self, dim=-1, descending=False, stable=False): return _sort.sort(self, dim, descending, stable)
+    def argsort(self, dim=-1, descending=False, stable=False): return _sort.argsort(self, dim, descending, stable)
+    def msort(self): return _sort.sort(self, 0).values
+    def topk(self, k, dim=-1, largest=True, sorted=True): return _sort.topk(self, k, dim, largest, sorted)
+
+    # ------------------------------------------------------------------ gather and scatter
+    def gather(self, dim, index): return _gather.gather(self, dim, index)
+    def scatter(self, dim, index, src=None, *, value=None): return _gather.scatter(self, dim, index, src, value)
+    def scatter_add(self, dim, index, src): return _gather.scatter_add(self, dim, index, src)
+    def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+        return _gather.scatter_reduce(self, dim, index, src, reduce, include_self)
+    def masked_select(self, mask): return _gather.masked_select(self, mask)
+    def nonzero(self, *, as_tuple=False): return _gather.nonzero(self, as_tuple)
+
+    # ------------------------------------------------------------------ rearranging
+    def flip(self, *dims_given, dims=None): return _rearrange.flip(self, dims_given if dims is None else dims)
+    def roll(self, shifts, dims=None): return _rearrange.roll(self, shifts, dims)
+    def repeat(self, *sizes): return _rearrange.repeat(self, sizes)
+    def repeat_interleave(self, repeats, dim=None): return _rearrange.repeat_interleave(self, repeats, dim)
+    def unflatten(self, dim, sizes): return _rearrange.unflatten(self, dim, sizes)
+    def unfold(self, dimension, size, step): return _rearrange.unfold(self, dimension, size, step)
+    def diag(self, diagonal=0): return _rearrange.diag(self, diagonal)
+    def diagonal(self, offset=0, dim1=0, dim2=1): return _rearrange.diagonal(self, offset, dim1, dim2)
+    def dot(self, other): return _linalg.dot(self, other)
 
 # The op modules import Tensor and Function from here, so they come last.
+from .ops import bitwise as _bitwise  # noqa: E402
+from .ops import blend as _blend  # noqa: E402
 from .ops import elementwise as _elementwise  # noqa: E402
+from .ops import exponential as _exponential  # noqa: E402
+from .ops import gather as _gather  # noqa: E402
 from .ops import linalg as _linalg  # noqa: E402
 from .ops import movement as _movement  # noqa: E402
+from .ops import rearrange as _rearrange  # noqa: E402
 from .ops import reduce as _reduce  # noqa: E402
+from .ops import rounding as _rounding  # noqa: E402
+from .ops import scan as _scan  # noqa: E402
+from .ops import sort as _sort  # noqa: E402
+from .ops import trigonometric as _trigonometric  # noqa: E402
 from . import autograd as _autograd  # noqa: E402

@@ -1,10 +1,12 @@
 """Neural-network building blocks with PyTorch's names: Module and layers; ``functional`` holds
 the stateless layer functions and losses."""
 from . import functional, init
+from .conv import AvgPool2d, Conv2d, MaxPool2d
 from .gpt import GPT, GPTConfig
-from .layers import GELU, Dropout, Embedding, LayerNorm, Linear
+from .layers import GELU, Dropout, Embedding, Flatten, LayerNorm, Linear, ReLU
 from .lstm import LSTM, LSTMLanguageModel
 from .module import Module, ModuleDict, ModuleList, Parameter, Sequential
 
 __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear",
-           "Embedding", "LayerNorm", "Dropout", "GELU", "LSTM", "LSTMLanguageModel", "GPT", "GPTConfig"]
+           "Embedding", "LayerNorm", "Dropout", "GELU", "LSTM", "LSTMLanguageModel", "GPT", "GPTConfig",
+           "Conv2d", "MaxPool2d", "AvgPool2d", "ReLU", "Flatten"]

@@ -18,10 +18,16 @@ from .. import device as devices
 from ..ops import fused
 from .. import kernels
 from .. import random
-from ..creation import ones
+from ..creation import full, ones
 from ..ops import linalg
-from ..ops.elementwise import check_broadcast, gelu as _gelu
+from ..ops.activations import Softplus
+from ..ops.elementwise import check_broadcast, gelu as _gelu, where
+from ..ops.losses import BinaryCrossEntropy
+from ..ops.movement import cat
 from ..tensor import Tensor
+from ..ops.conv import avg_pool2d, conv2d, conv_transpose2d, max_pool2d  # noqa: F401  (F.conv2d, ...)
+from .activations import (celu, elu, hardsigmoid, hardswish, hardtanh, leaky_relu, logsigmoid, mish,  # noqa: F401
+                          relu6, selu, silu, softmin, softplus, softsign)
 
 
 def _check_reduction(op: str, reduction: str) -> None:
@@ -63,6 +69,33 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor = None) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- losses
+def _reduce(losses: Tensor, reduction: str) -> Tensor:
+    return losses if reduction == "none" else losses.sum() if reduction == "sum" else losses.mean()
+
+
+def _class_rows(op: str, input: Tensor, target: Tensor, ignore_index: int):
+    """Check class-index targets against (C,), (N, C) or (N, C, d1, ...) scores; return one row of scores
+    per target (classes last, everything else flattened), the targets flat, and a bool array: not ignored."""
+    class_dim = 1 if input.ndim >= 2 else 0
+    n_classes = input.shape[class_dim]
+    expected = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
+    if target.shape != expected:
+        raise ValueError(f"{op}: input of shape {input.shape} needs class-index targets of shape "
+                         f"{expected}, got {target.shape}")
+    if dtypes.category(target.dtype) != 1:
+        raise TypeError(f"{op}: class-index targets must be integers, got {target.dtype}")
+    rows = input.movedim(class_dim, -1).reshape(-1, n_classes) if input.ndim >= 2 else input.reshape(1, n_classes)
+    labels = target.reshape(-1)
+    ids = labels.data                                    # checked on the arrays: no graph to record here
+    valid = f"for {n_classes} classes (valid: 0..{n_classes - 1}, or ignore_index={ignore_index})"
+    with devices.use(labels.device):
+        kept = ids != ignore_index
+        bad = kept & ((ids < 0) | (ids >= n_classes))
+        deferred_checks.check(labels.device, bad, IndexError, f"{op}: a target is out of range {valid}",
+                              first_bad=lambda: f"{op}: target {ids[bad][0]} is out of range {valid}")
+    return rows, labels, kept
+
+
 def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
     """Softmax cross-entropy between logits and class indices (or class probabilities).
@@ -86,29 +119,11 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
                              f"got {target.shape}")
         if label_smoothing:
             target = target * (1 - label_smoothing) + label_smoothing / n_classes
-        losses = -(target * input.log_softmax(class_dim)).sum(class_dim)
-        return losses if reduction == "none" else losses.sum() if reduction == "sum" else losses.mean()
+        return _reduce(-(target * input.log_softmax(class_dim)).sum(class_dim), reduction)
 
-    expected = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
-    if target.shape != expected:
-        raise ValueError(f"cross_entropy: input of shape {input.shape} needs class-index targets of shape "
-                         f"{expected}, got {target.shape}")
-    if dtypes.category(target.dtype) != 1:
-        raise TypeError(f"cross_entropy: class-index targets must be integers, got {target.dtype}")
-    # One row of class scores per target: classes last, everything else flattened.
-    rows = input.movedim(class_dim, -1).reshape(-1, n_classes) if input.ndim >= 2 else input.reshape(1, n_classes)
-    labels = target.reshape(-1)
-    ids = labels.data                                    # checked on the arrays: no graph to record here
-    valid = f"for {n_classes} classes (valid: 0..{n_classes - 1}, or ignore_index={ignore_index})"
+    rows, labels, kept = _class_rows("cross_entropy", input, target, ignore_index)
     with devices.use(labels.device):
-        kept_ids = ids != ignore_index
-        bad = kept_ids & ((ids < 0) | (ids >= n_classes))
-        count = kept_ids.sum().astype(input.dtype)
-        if devices.is_cuda(labels.device):    # read with the next value the host reads: no sync here
-            deferred_checks.expect_none(labels.device, bad, IndexError,
-                                        f"cross_entropy: a target is out of range {valid}")
-        elif bad.any():
-            raise IndexError(f"cross_entropy: target {ids[bad][0].item()} is out of range {valid}")
+        count = kept.sum().astype(input.dtype)
     op = fused.CrossEntropyRows.apply if _use_fused(rows) else fused.CrossEntropyRows.composition
     nll = op(rows, labels, ignore_index=ignore_index, label_smoothing=label_smoothing)
     if reduction == "none":
@@ -122,8 +137,173 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     _check_reduction("mse_loss", reduction)
     check_broadcast("mse_loss", input.shape, target.shape)
     diff = input - target
-    squared = diff * diff
-    return squared if reduction == "none" else squared.sum() if reduction == "sum" else squared.mean()
+    return _reduce(diff * diff, reduction)
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor = None, ignore_index: int = -100,
+             reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of class-index targets, given log-probabilities (log_softmax's output).
+
+    input: (C,), (N, C) or (N, C, d1, ...); target: (), (N,) or (N, d1, ...) class indices. A target's
+    loss is -weight[class] * input[class]; targets equal to `ignore_index` give 0 and weigh nothing.
+    "mean" divides the sum by the total weight of the kept targets (their count without `weight`).
+    """
+    _check_reduction("nll_loss", reduction)
+    if input.ndim == 0:
+        raise ValueError("nll_loss: input must have a class dimension, got a 0-d tensor")
+    rows, labels, kept = _class_rows("nll_loss", input, target, ignore_index)
+    n_classes, device = rows.shape[1], labels.device
+    if weight is not None and weight.shape != (n_classes,):
+        raise RuntimeError(f"nll_loss: weight must hold one number per class, shape ({n_classes},), "
+                           f"got {weight.shape}")
+    with devices.use(device):
+        safe_ids = devices.array_module(device).where(kept, labels.data, 0)   # an ignored target picks class 0...
+    kept = Tensor._wrap(kept, device)                                           # ...and `where` drops it again
+    picked = rows.gather(1, Tensor._wrap(safe_ids[:, None], device).long()).reshape(-1)     # one entry per row
+    if weight is None:
+        losses, total = where(kept, -picked, 0.0), kept.sum().to(dtype=rows.dtype)
+    else:
+        class_weight = weight.to(dtype=rows.dtype)[Tensor._wrap(safe_ids, device)]
+        losses, total = where(kept, -picked * class_weight, 0.0), where(kept, class_weight, 0.0).sum()
+    if reduction == "mean":
+        return losses.sum() / total                   # nothing kept gives 0 / 0 = nan, as in PyTorch
+    return _reduce(losses.reshape(target.shape), reduction)
+
+
+def _check_same_shape(op: str, input: Tensor, target: Tensor, weight: Tensor) -> None:
+    if target.shape != input.shape:
+        raise ValueError(f"{op}: target of shape {target.shape} must have the input's shape {input.shape}")
+    if weight is not None:
+        check_broadcast(op, input.shape, weight.shape)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor = None, reduction: str = "mean") -> Tensor:
+    """-weight * (t log x + (1 - t) log(1 - x)) for probabilities x in [0, 1], each log clamped at -100
+    as in PyTorch (so x = 0 or 1 gives a finite loss; the gradient stays finite too: ops/losses.py)."""
+    _check_reduction("binary_cross_entropy", reduction)
+    _check_same_shape("binary_cross_entropy", input, target, weight)
+    x = input._floating()
+    t = target.to(dtype=x.dtype)
+    message = "binary_cross_entropy: all elements of input must be probabilities, between 0 and 1"
+    with devices.use(x.device):
+        outside = (x.data < 0) | (x.data > 1)
+        deferred_checks.check(x.device, outside, RuntimeError, message,
+                              first_bad=lambda: f"{message}, got {x.data[outside][0]}")
+    losses = BinaryCrossEntropy.apply(x, t)
+    return _reduce(losses if weight is None else losses * weight, reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor = None,
+                                     reduction: str = "mean", pos_weight: Tensor = None) -> Tensor:
+    """binary_cross_entropy(sigmoid(x), t) from the logits x, finite for any x:
+    (1 - t) x + (1 + (p - 1) t) softplus(-x), since -log sigmoid(x) = softplus(-x) and
+    -log(1 - sigmoid(x)) = x + softplus(-x). p = pos_weight scales the positive term (one number per
+    class, broadcast along the last dim); weight scales each loss."""
+    _check_reduction("binary_cross_entropy_with_logits", reduction)
+    _check_same_shape("binary_cross_entropy_with_logits", input, target, weight)
+    x = input._floating()
+    positive_weight = 1
+    if pos_weight is not None:
+        check_broadcast("binary_cross_entropy_with_logits", input.shape, pos_weight.shape)
+        positive_weight = 1 + (pos_weight - 1) * target
+    losses = (1 - target) * x + positive_weight * Softplus.apply(-x, beta=1.0, threshold=math.inf)
+    return _reduce(losses if weight is None else losses * weight, reduction)
+
+
+# ----------------------------------------------------------------------------- one-hot, padding, normalising
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 tensor of shape (*tensor.shape, num_classes): 1 at each value's class, 0 elsewhere.
+    num_classes=-1 takes the largest value + 1 (a read of the data: the result's shape depends on it)."""
+    if dtypes.category(tensor.dtype) != 1:
+        raise RuntimeError(f"one_hot: expects an integer tensor of class indices, got {tensor.dtype}")
+    if num_classes < -1:
+        raise RuntimeError(f"one_hot: num_classes must be -1 (the largest value + 1) or a count, got {num_classes}")
+    ids, device = tensor.data, tensor.device
+    xp = devices.array_module(device)
+    with devices.use(device):
+        if num_classes == -1:              # the values are read anyway (a sync on a GPU): check them at once
+            if tensor.numel() == 0:
+                raise RuntimeError("one_hot: cannot infer the number of classes from an empty tensor; give num_classes")
+            low, high = devices.move(xp.stack([ids.min(), ids.max()]), "cpu").tolist()
+            num_classes = high + 1
+            if low < 0:
+                raise RuntimeError(f"one_hot: class {low} is out of range for {num_classes} classes (valid: 0..{high})")
+        else:
+            bad = (ids < 0) | (ids >= num_classes)
+            classes = f"for {num_classes} classes (valid: 0..{num_classes - 1})"
+            deferred_checks.check(device, bad, RuntimeError, f"one_hot: a class is out of range {classes}",
+                                  first_bad=lambda: f"one_hot: class {ids[bad][0]} is out of range {classes}")
+        out = (ids[..., None] == xp.arange(num_classes)).astype(dtypes.int64)
+    return Tensor._wrap(out, device)
+
+
+def _pad_constant(x: Tensor, dim: int, before: int, after: int, value) -> Tensor:
+    """Crop the negative amounts off dim, then put blocks full of `value` on the positive sides."""
+    n, keep = x.shape[dim], (slice(None),) * dim
+    x = x[keep + (slice(max(-before, 0), n - max(-after, 0)),)]
+
+    def block(size):
+        return full(x.shape[:dim] + (size,) + x.shape[dim + 1:], value, dtype=x.dtype, device=x.device)
+    pieces = ([block(before)] if before > 0 else []) + [x] + ([block(after)] if after > 0 else [])
+    return cat(pieces, dim) if len(pieces) > 1 else x
+
+
+def _pad_by_index(x: Tensor, dim: int, before: int, after: int, mode: str) -> Tensor:
+    """Index dim with the source of each output position -before .. n + after - 1, folded back into
+    0 .. n - 1 the mode's way. Indexing adds up the gradients of repeated positions."""
+    n = x.shape[dim]
+    if mode == "reflect" and max(before, after) >= n:
+        raise RuntimeError(f"pad: reflect padding ({before}, {after}) must be less than the size {n} of dim {dim}")
+    if mode == "circular" and max(before, after) > n:
+        raise RuntimeError(f"pad: circular padding ({before}, {after}) must be at most the size {n} of dim {dim} "
+                           "(it would wrap around more than once)")
+    if mode == "replicate" and n == 0:
+        raise RuntimeError(f"pad: replicate padding of dim {dim} needs at least one element there, it has none")
+    fold = {"reflect": lambda i: -i if i < 0 else 2 * (n - 1) - i if i >= n else i,    # mirror, edge once
+            "replicate": lambda i: min(max(i, 0), n - 1),                              # repeat the edge
+            "circular": lambda i: i % n}[mode]                                           # wrap around
+    return x[(slice(None),) * dim + ([fold(i) for i in range(-before, n + after)],)]
+
+
+def pad(input: Tensor, pad, mode: str = "constant", value: float = None) -> Tensor:
+    """Pad the last len(pad) // 2 dims: pad = (before, after) for the last dim, then for the one before it,
+    and so on (PyTorch's order). Negative amounts crop. mode: "constant" (fill with `value`, default 0),
+    "reflect" (mirror, not repeating the edge), "replicate" (repeat the edge), "circular" (wrap around).
+    Differentiable in every mode: slices and concatenation, or indexing."""
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+    if value not in (None, 0) and mode != "constant":
+        raise RuntimeError(f"pad: {mode} padding takes no value (only mode='constant' fills with one)")
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) > 2 * input.ndim:
+        raise RuntimeError(f"pad: needs two amounts (before, after) per padded dim, at most {2 * input.ndim} for an "
+                           f"input of shape {input.shape}, got {pad}")
+    out = input
+    for i in range(len(pad) // 2):
+        dim, before, after = input.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]
+        if input.shape[dim] + before + after < 0:
+            raise RuntimeError(f"pad: padding ({before}, {after}) of dim {dim} (size {input.shape[dim]}) leaves a "
+                               "negative size")
+        if before or after:
+            out = (_pad_constant(out, dim, before, after, 0 if value is None else value) if mode == "constant"
+                   else _pad_by_index(out, dim, before, after, mode))
+    return out
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """x / max(||x||_p, eps) along dim: unit vectors, and a zero vector stays zero (p > 0, or inf)."""
+    x = input._floating()
+    if p == math.inf:
+        norm = x.abs().amax(dim, keepdim=True)
+    elif p > 0:
+        total = (x.abs() ** p).sum(dim, keepdim=True)
+        # total ** (1/p) has an infinite slope at 0 (p > 1), and 0 times it is nan even where the clamp
+        # below stops the gradient; so the root is taken of 1 there and then replaced by 0.
+        nonzero = total > 0
+        norm = where(nonzero, where(nonzero, total, 1.0) ** (1 / p), 0.0)
+    else:
+        raise ValueError(f"normalize: p must be positive (or math.inf), got {p}")
+    return x / norm.clamp(min=eps)
 
 
 # ----------------------------------------------------------------------------- layers
@@ -152,13 +332,10 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
         raise TypeError(f"embedding: indices must be an integer tensor, got {input.dtype}")
     n, ids = weight.shape[0], input.data
     valid = f"for {n} embeddings (valid: 0..{n - 1})"
-    if devices.is_cuda(input.device):         # read with the next value the host reads: no sync here
-        if input.numel():
-            with devices.use(input.device):       # the extremes say it all, without an array of flags
-                deferred_checks.expect_none(input.device, (ids.min() < 0) | (ids.max() >= n), IndexError,
-                                            f"embedding: an index is out of range {valid}")
-    elif input.numel() and (ids.min() < 0 or ids.max() >= n):
-        raise IndexError(f"embedding: index {ids.max() if ids.max() >= n else ids.min()} is out of range {valid}")
+    with devices.use(input.device):
+        bad = (ids < 0) | (ids >= n)
+        deferred_checks.check(input.device, bad, IndexError, f"embedding: an index is out of range {valid}",
+                              first_bad=lambda: f"embedding: index {ids[bad][0]} is out of range {valid}")
     return fused.EmbeddingLookup.apply(weight, input) if weight.ndim == 2 and _use_fused(weight) else weight[input]
 
 
@@ -188,18 +365,18 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     float (added to the scores), broadcastable to (..., L, S).
     """
     if is_causal and attn_mask is not None:
-        raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+        raise RuntimeError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1], got {dropout_p}")
     shapes = f"query {query.shape}, key {key.shape} and value {value.shape}"
     if min(query.ndim, key.ndim, value.ndim) < 2 or query.shape[-1] != key.shape[-1] \
             or key.shape[-2] != value.shape[-2]:
-        raise ValueError(f"scaled_dot_product_attention: {shapes} do not fit (need (..., L, E), (..., S, E), "
+        raise RuntimeError(f"scaled_dot_product_attention: {shapes} do not fit (need (..., L, E), (..., S, E), "
                          "(..., S, Ev))")
     try:
         np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     except ValueError:
-        raise ValueError(f"scaled_dot_product_attention: the batch dimensions of {shapes} cannot be broadcast "
+        raise RuntimeError(f"scaled_dot_product_attention: the batch dimensions of {shapes} cannot be broadcast "
                          "together") from None
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     keep = None

@@ -1,4 +1,4 @@
-"""The basic layers: Linear, Embedding, LayerNorm, Dropout, GELU. Each is a thin Module
+"""The basic layers: Linear, Embedding, LayerNorm, Dropout, GELU, ReLU, Flatten. Each is a thin Module
 holding its parameters around a function from ``nn.functional``."""
 from __future__ import annotations
 
@@ -87,3 +87,22 @@ class GELU(Module):
 
     def extra_repr(self):
         return f"approximate='{self.approximate}'"
+
+
+class ReLU(Module):
+    def forward(self, x):
+        return F.relu(x)
+
+
+class Flatten(Module):
+    """Flattens dims start_dim..end_dim into one; the default keeps the batch dim: (N, C, H, W) -> (N, C*H*W)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        return x.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"

@@ -1,4 +1,6 @@
 """Elementwise ops: arithmetic, unary math, GELU, clamp, maximum/minimum, where, comparisons.
+More elementwise math has files of its own: trigonometric.py, exponential.py, rounding.py (also % and //),
+blend.py (copysign, lerp, isclose) and bitwise.py (~ & | ^ << >>).
 
 Each class is one op: ``forward`` computes on arrays, ``backward`` returns the gradient of
 each input written with Tensor ops (so ``create_graph=True`` can differentiate it again).
@@ -24,7 +26,7 @@ def check_broadcast(op: str, *shapes) -> None:
         np.broadcast_shapes(*shapes)
     except ValueError:
         shown = " and ".join(str(tuple(s)) for s in shapes)
-        raise ValueError(f"{op}: shapes {shown} cannot be broadcast together (each dimension must match "
+        raise RuntimeError(f"{op}: shapes {shown} cannot be broadcast together (each dimension must match "
                          "or be 1, counting from the last)") from None
 
 
@@ -289,15 +291,21 @@ class Abs(Function):
         return grad * sign(x)                 # abs'(0) = 0, as in PyTorch
 
 
+def zero_gradient(grad: Tensor) -> Tensor:
+    """Zeros shaped like `grad`: the gradient of a piecewise-constant op (sign, floor, //, ...). PyTorch
+    records such ops and gives them zeros rather than no gradient, so a loss built from them can backward."""
+    with devices.use(grad.device):
+        return Tensor._wrap(devices.array_module(grad.device).zeros_like(grad.data), grad.device)
+
+
 class Sign(Function):
-    """-1, 0 or 1. Recorded like any op (as in PyTorch, x.sign() of a tensor that requires grad
-    requires grad too, so a loss built from it can call backward), with a zero gradient."""
+    """-1, 0 or 1, with a zero gradient."""
 
     def forward(ctx, x):
         return ctx.xp.sign(x.data)
 
     def backward(ctx, grad):
-        return Tensor._wrap(ctx.xp.zeros_like(grad.data), grad.device)
+        return zero_gradient(grad)
 
 
 def sign(x: Tensor) -> Tensor:
@@ -330,7 +338,7 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
         return gelu_tanh(x._floating())
     if approximate == "none":
         return GeluExact.apply(x._floating())
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    raise RuntimeError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 # ----------------------------------------------------------------------------- selection

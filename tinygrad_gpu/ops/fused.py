@@ -19,7 +19,6 @@ from .. import device as devices
 from .. import kernels
 from ..tensor import Function, Tensor
 from .elementwise import gelu_tanh
-from .movement import pick_along_dim
 
 
 class CrossEntropyRows(Function):
@@ -31,7 +30,7 @@ class CrossEntropyRows(Function):
     def composition(logits, labels, ignore_index=-100, label_smoothing=0.0):
         log_probs = logits.log_softmax(1)
         kept = labels != ignore_index
-        nll = -pick_along_dim(log_probs, labels.masked_fill(~kept, 0).unsqueeze(1), 1).squeeze(1)
+        nll = -log_probs.gather(1, labels.masked_fill(~kept, 0).long().unsqueeze(1)).squeeze(1)
         if label_smoothing:
             nll = (1 - label_smoothing) * nll - label_smoothing * log_probs.mean(1)
         return nll.masked_fill(~kept, 0.0)

@@ -1,5 +1,7 @@
-"""Matrix multiplication with PyTorch's rules: 1-D operands and broadcast batch dimensions."""
+"""Products: matmul (PyTorch's rules: 1-D operands, broadcast batch dimensions), linear, dot and einsum."""
 from __future__ import annotations
+
+import string
 
 import numpy as np
 
@@ -35,18 +37,18 @@ class MatMul(Function):
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {a.shape} and {b.shape}; "
+        raise RuntimeError(f"matmul: both operands need at least 1 dimension, got shapes {a.shape} and {b.shape}; "
                          "use * to multiply by a scalar")
     inner_a = a.shape[-1]
     inner_b = b.shape[-2] if b.ndim > 1 else b.shape[0]
     if inner_a != inner_b:
-        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not fit: the last dimension of the first "
+        raise RuntimeError(f"matmul: shapes {a.shape} and {b.shape} do not fit: the last dimension of the first "
                          f"({inner_a}) must equal the {'second-to-last' if b.ndim > 1 else 'only'} dimension "
                          f"of the second ({inner_b})")
     try:
         np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
-        raise ValueError(f"matmul: the batch dimensions of shapes {a.shape} and {b.shape} cannot be broadcast "
+        raise RuntimeError(f"matmul: the batch dimensions of shapes {a.shape} and {b.shape} cannot be broadcast "
                          "together") from None
     dtype = dtypes.promote(a.dtype, a.ndim, b.dtype, b.ndim)
     a, b = a.to(dtype=dtype), b.to(dtype=dtype)
@@ -99,11 +101,144 @@ class Linear(Function):
 def linear(x: Tensor, weight: Tensor, bias: Tensor = None) -> Tensor:
     """x @ weight.T + bias, with weight (out_features, in_features) as in PyTorch."""
     if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
-        raise ValueError(f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape} "
+        raise RuntimeError(f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape} "
                          f"(need input (..., {weight.shape[-1] if weight.ndim else '?'}) and weight (out, in))")
     if bias is not None and bias.shape != weight.shape[:1]:
-        raise ValueError(f"linear: bias of shape {bias.shape} does not fit weight of shape {weight.shape} "
+        raise RuntimeError(f"linear: bias of shape {bias.shape} does not fit weight of shape {weight.shape} "
                          f"(need ({weight.shape[0]},))")
     if any(t is not None and t.dtype != x.dtype for t in (weight, bias)):     # mixed dtypes: promote as @ and + do
         return Linear.composition(x, weight, bias)
     return Linear.apply(x, weight) if bias is None else Linear.apply(x, weight, bias)
+
+
+def dot(a: Tensor, b: Tensor) -> Tensor:
+    """The dot product of two vectors of equal length: sum of a[i] * b[i] (a 0-d tensor)."""
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"dot: 1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors "
+                           f"(shapes {a.shape} and {b.shape}); use matmul or einsum for more dimensions")
+    if a.shape != b.shape:
+        raise RuntimeError(f"dot: the vectors have different lengths, {a.shape[0]} and {b.shape[0]}")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"dot: expected both vectors to have the same dtype, got {a.dtype} and {b.dtype}")
+    return matmul(a, b)
+
+
+# ----------------------------------------------------------------------------- einsum
+class Einsum(Function):
+    """einsum("ij,jk->ik", a, b) on operands whose letters are spelled out (no "..."), appear at
+    most once in each operand, and each appear in at least two places: two operands, or an operand
+    and the output. einsum() below brings every equation to that form.
+
+    The output is a sum of products, linear in each operand, so the gradient of operand i is an
+    einsum too: the output's gradient times all the other operands, summed into operand i's
+    letters. ("ij,jk->ik": grad_a = einsum("ik,jk->ij", grad, b), grad @ b.T.) Every letter of
+    operand i appears in the output or in another operand, so that einsum has all it needs;
+    and since it calls this op, the backward can be differentiated again.
+    """
+
+    def forward(ctx, *operands, inputs, output):
+        ctx.save_for_backward(*operands)
+        ctx.input_letters, ctx.output_letters = inputs, output      # (ctx.output is the forward's result)
+        return ctx.xp.einsum(",".join(inputs) + "->" + output, *(x.data for x in operands))
+
+    def backward(ctx, grad):
+        operands = ctx.saved_tensors
+        grads = []
+        for i, needed in enumerate(ctx.needs_input_grad):
+            others = [j for j in range(len(operands)) if j != i]
+            grads.append(Einsum.apply(grad, *(operands[j] for j in others),
+                                      inputs=(ctx.output_letters, *(ctx.input_letters[j] for j in others)),
+                                      output=ctx.input_letters[i]) if needed else None)
+        return tuple(grads)
+
+
+_LETTERS = string.ascii_uppercase + string.ascii_lowercase      # sorted as the implicit output sorts them
+
+
+def _parse_equation(equation: str, operands) -> tuple:
+    """The letters of each operand and of the output, with each "..." spelled out as letters of its
+    own: the ellipsis dims, aligned from the right as in broadcasting. Without "->" the output is
+    the ellipsis dims, then the letters that appear exactly once, in alphabetical order."""
+    equation = equation.replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    terms = lhs.split(",")
+    for part in terms + [rhs]:
+        bad = [c for c in part.replace("...", "", 1) if c not in _LETTERS]
+        if bad:
+            raise RuntimeError(f"einsum: invalid subscript {bad[0]!r} in equation {equation!r}: use letters a-z "
+                               "and A-Z, at most one '...' per operand, ',' between operands and one '->'")
+    if len(terms) != len(operands):
+        raise RuntimeError(f"einsum: the equation {equation!r} has {len(terms)} operand(s), "
+                           f"but {len(operands)} tensor(s) were given")
+    named = [len(term.replace("...", "")) for term in terms]
+    for term, n, x in zip(terms, named, operands):
+        fits = x.ndim >= n if "..." in term else x.ndim == n
+        if not fits:
+            raise RuntimeError(f"einsum: subscripts {term!r} do not fit an operand of shape {x.shape} "
+                               f"({x.ndim} dimension(s))")
+    ellipsis_ndim = max([x.ndim - n for term, n, x in zip(terms, named, operands) if "..." in term], default=0)
+    ellipsis = "".join([c for c in _LETTERS if c not in equation][:ellipsis_ndim])
+    inputs = tuple(term.replace("...", ellipsis[len(ellipsis) - (x.ndim - n):])
+                   for term, n, x in zip(terms, named, operands))
+    if arrow:
+        output = rhs.replace("...", ellipsis)
+    else:
+        letters = "".join(inputs)
+        output = ellipsis + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ellipsis))
+    for c in output:
+        if output.count(c) > 1 or not any(c in term for term in inputs):
+            raise RuntimeError(f"einsum: output subscript {c!r} in {equation!r} "
+                               f"{'appears more than once' if output.count(c) > 1 else 'appears in no operand'}")
+    return inputs, output
+
+
+def _take_diagonals(term: str, x: Tensor, equation: str) -> tuple:
+    """A letter repeated within one operand ("ii->i") reads its diagonal: take it, so that every
+    letter appears once. diagonal() puts the diagonal last: the letter moves to the end."""
+    for c in dict.fromkeys(term):
+        while term.count(c) > 1:
+            first, second = term.index(c), term.index(c, term.index(c) + 1)
+            if x.shape[first] != x.shape[second]:
+                raise RuntimeError(f"einsum: subscript {c!r} is repeated in operand {term!r} of {equation!r}, "
+                                   f"but its dimensions have different sizes in shape {x.shape}")
+            x = x.diagonal(0, first, second)
+            term = term[:first] + term[first + 1:second] + term[second + 1:] + c
+    return term, x
+
+
+def einsum(equation: str, *operands) -> Tensor:
+    """Einstein summation: einsum("ij,jk->ik", a, b) is a @ b, einsum("ii", a) the trace,
+    einsum("bi,bi->b", a, b) rowwise dot products. Letters name dimensions; letters missing from
+    the output are summed over; "..." stands for the remaining dimensions. The operands may also
+    come as one list. Dimensions of size 1 broadcast against the same letter's size elsewhere."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not operands:
+        raise RuntimeError("einsum: needs at least one operand")
+    inputs, output = _parse_equation(equation, operands)
+    sizes = {}
+    for term, x in zip(inputs, operands):
+        for c, n in zip(term, x.shape):
+            if n != 1 and sizes.get(c, 1) not in (1, n):
+                raise RuntimeError(f"einsum: subscript {c!r} has size {n} in an operand of shape {x.shape}, "
+                                   f"but size {sizes[c]} elsewhere in {equation!r} (only size 1 broadcasts)")
+            sizes[c] = n if n != 1 else sizes.get(c, 1)
+    terms, tensors = [], []
+    for i, (term, x) in enumerate(zip(inputs, operands)):
+        term, x = _take_diagonals(term, x, equation)
+        # A letter in no other operand and not in the output is just summed over: do that first, so
+        # that Einsum sees every letter in two places (its backward relies on that).
+        elsewhere = output + "".join(t for j, t in enumerate(inputs) if j != i)
+        lone = tuple(p for p, c in enumerate(term) if c not in elsewhere)
+        if lone:
+            # sum makes int64 of smaller integers; PyTorch's einsum does too for a lone operand, and keeps
+            # the operands' dtype when there are several
+            summed = x.sum(dim=lone)
+            x = summed if len(operands) == 1 else summed.to(dtype=x.dtype)
+            term = "".join(c for c in term if c in elsewhere)
+        terms.append(term)
+        tensors.append(x.expand(tuple(sizes[c] for c in term)))     # size-1 dims broadcast
+    dtype = tensors[0].dtype
+    for x in tensors[1:]:
+        dtype = dtypes.promote(dtype, 1, x.dtype, 1)
+    return Einsum.apply(*(x.to(dtype=dtype) for x in tensors), inputs=tuple(terms), output=output)

@@ -24,10 +24,13 @@ def shape_arg(shape) -> tuple:
     return tuple(int(n) for n in shape)
 
 
-def _dim(op: str, dim: int, ndim: int) -> int:
+def normalize_dim(op: str, dim, ndim: int) -> int:
+    """One dim as a non-negative int; negative dims count from the end (the one place every op checks a dim)."""
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(f"{op}: dim must be a single int, got {dim!r}")
     if not -ndim <= dim < ndim:
         raise IndexError(f"{op}: dim {dim} is out of range for a tensor with {ndim} dimension(s)")
-    return dim % ndim
+    return int(dim) % ndim
 
 
 # ----------------------------------------------------------------------------- reshape
@@ -44,14 +47,14 @@ def reshape(x: Tensor, shape) -> Tensor:
     shape = shape_arg(shape)
     known = math.prod(n for n in shape if n != -1)
     if shape.count(-1) > 1 or any(n < -1 for n in shape):
-        raise ValueError(f"reshape: invalid target shape {shape} (at most one -1, no other negative sizes)")
+        raise RuntimeError(f"reshape: invalid target shape {shape} (at most one -1, no other negative sizes)")
     if shape.count(-1) == 1:
         if known == 0 or x.numel() % known:
-            raise ValueError(f"reshape: cannot reshape a tensor of shape {x.shape} ({x.numel()} elements) "
+            raise RuntimeError(f"reshape: cannot reshape a tensor of shape {x.shape} ({x.numel()} elements) "
                              f"into {shape}")
         shape = tuple(x.numel() // known if n == -1 else n for n in shape)
     elif known != x.numel():
-        raise ValueError(f"reshape: cannot reshape a tensor of shape {x.shape} ({x.numel()} elements) "
+        raise RuntimeError(f"reshape: cannot reshape a tensor of shape {x.shape} ({x.numel()} elements) "
                          f"into {shape} ({known} elements)")
     if shape == x.shape:
         return x
@@ -61,9 +64,9 @@ def reshape(x: Tensor, shape) -> Tensor:
 def flatten(x: Tensor, start_dim=0, end_dim=-1) -> Tensor:
     if x.ndim == 0:
         return x.reshape(1)
-    start, end = _dim("flatten", start_dim, x.ndim), _dim("flatten", end_dim, x.ndim)
+    start, end = normalize_dim("flatten", start_dim, x.ndim), normalize_dim("flatten", end_dim, x.ndim)
     if start > end:
-        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        raise RuntimeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     return x.reshape(x.shape[:start] + (math.prod(x.shape[start:end + 1]),) + x.shape[end + 1:])
 
 
@@ -71,12 +74,12 @@ def squeeze(x: Tensor, dim=None) -> Tensor:
     if dim is None:
         dims = [i for i, n in enumerate(x.shape) if n == 1]
     else:
-        dims = [_dim("squeeze", d, max(x.ndim, 1)) for d in ((dim,) if isinstance(dim, int) else dim)]
+        dims = [normalize_dim("squeeze", d, max(x.ndim, 1)) for d in ((dim,) if isinstance(dim, int) else dim)]
     return x.reshape(tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1)))
 
 
 def unsqueeze(x: Tensor, dim: int) -> Tensor:
-    d = _dim("unsqueeze", dim, x.ndim + 1)
+    d = normalize_dim("unsqueeze", dim, x.ndim + 1)
     return x.reshape(x.shape[:d] + (1,) + x.shape[d:])
 
 
@@ -106,14 +109,14 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     if x.ndim < 2 and dim0 in (0, -1) and dim1 in (0, -1):
         return x
     order = list(range(x.ndim))
-    a, b = _dim("transpose", dim0, x.ndim), _dim("transpose", dim1, x.ndim)
+    a, b = normalize_dim("transpose", dim0, x.ndim), normalize_dim("transpose", dim1, x.ndim)
     order[a], order[b] = order[b], order[a]
     return x.permute(*order)
 
 
 def movedim(x: Tensor, source: int, destination: int) -> Tensor:
     order = list(range(x.ndim))
-    order.insert(_dim("movedim", destination, x.ndim), order.pop(_dim("movedim", source, x.ndim)))
+    order.insert(normalize_dim("movedim", destination, x.ndim), order.pop(normalize_dim("movedim", source, x.ndim)))
     return x.permute(*order)
 
 
@@ -131,13 +134,13 @@ def expand(x: Tensor, shape) -> Tensor:
     shape = shape_arg(shape)
     extra = len(shape) - x.ndim
     if extra < 0:
-        raise ValueError(f"expand: target shape {shape} has fewer dimensions than the tensor's {x.shape}")
+        raise RuntimeError(f"expand: target shape {shape} has fewer dimensions than the tensor's {x.shape}")
     if any(n == -1 for n in shape[:extra]):
-        raise ValueError(f"expand: -1 in {shape} is not allowed for a new leading dimension (it has no size to keep)")
+        raise RuntimeError(f"expand: -1 in {shape} is not allowed for a new leading dimension (it has no size to keep)")
     target = tuple(x.shape[i - extra] if n == -1 and i >= extra else n for i, n in enumerate(shape))
     for i, n in enumerate(x.shape):
         if n != 1 and n != target[i + extra]:
-            raise ValueError(f"expand: cannot expand shape {x.shape} to {shape}: only dimensions of size 1 "
+            raise RuntimeError(f"expand: cannot expand shape {x.shape} to {shape}: only dimensions of size 1 "
                              "can grow")
     if target == x.shape:
         return x
@@ -145,21 +148,38 @@ def expand(x: Tensor, shape) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- indexing
+def _index_parts(index) -> tuple:
+    """The index as a tuple with one part per indexed dimension, read as PyTorch reads it.
+
+    A list is one integer-array index (x[[0, 2]]), unless it is short (under 32 entries) and holds a
+    list, tuple, tensor, array, slice, None or ...: then it is read as a tuple of parts, so
+    x[[[0, 1], [1, 2]]] is x[[0, 1], [1, 2]] and x[[[0, 1]]] is x[[0, 1]]. NumPy once had this rule too;
+    PyTorch kept it, NumPy now reads such a list as one nested index array.
+    """
+    if isinstance(index, tuple):
+        return index
+    if isinstance(index, list) and len(index) < 32 and any(
+            isinstance(part, (list, tuple, Tensor, np.ndarray, slice)) or part is None or part is Ellipsis
+            or hasattr(part, "__cuda_array_interface__") for part in index):
+        return tuple(index)
+    return (index,)
+
+
 def _normalize_index(x: Tensor, index):
     """Turn an index into arrays on x's device; boolean masks become integer positions.
 
     Returns (index, basic): `basic` means only ints, slices, None and Ellipsis, which
     select each element at most once, so the backward can assign instead of accumulate.
     """
-    if not isinstance(index, tuple):
-        index = (index,)
     xp = devices.array_module(x.device)
     parts, basic = [], True
-    for part in index:
+    for part in _index_parts(index):
         if isinstance(part, Tensor):
             part = part.data
-        if isinstance(part, (list, np.ndarray)) or hasattr(part, "__cuda_array_interface__"):
-            if isinstance(part, list):        # an empty list selects nothing (NumPy alone would make it float)
+        if isinstance(part, (list, tuple, np.ndarray)) or hasattr(part, "__cuda_array_interface__"):
+            # A list or a tuple inside the index is an integer (or boolean) array, nested ones too: x[(0, 1),]
+            # is x[[0, 1]]. An empty one selects nothing (NumPy alone would make it float).
+            if isinstance(part, (list, tuple)):
                 part = np.asarray(part, dtype=np.int64) if len(part) == 0 else np.asarray(part)
             part = devices.move(part, x.device)
             if part.dtype == np.bool_:
@@ -247,26 +267,6 @@ def getitem(x: Tensor, index) -> Tensor:
     return GetItem.apply(x, index=index, basic=basic)
 
 
-class PickAlongDim(Function):
-    """out = x[..., index, ...] along `dim`, one index per position (index has size 1 along dim)."""
-
-    def forward(ctx, x, index, dim):
-        ctx.save_for_backward(x)
-        ctx.index, ctx.dim = index, dim
-        return ctx.xp.take_along_axis(x.data, index, axis=dim)
-
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        xp = ctx.xp
-        positions = xp.arange(x.shape[ctx.dim]).reshape([-1 if i == ctx.dim else 1 for i in range(x.ndim)])
-        one_hot = Tensor._wrap((positions == ctx.index).astype(x.dtype), x.device)
-        return grad * one_hot           # the gradient goes back to the picked element only
-
-
-def pick_along_dim(x: Tensor, index: Tensor, dim: int) -> Tensor:
-    return PickAlongDim.apply(x, index=index.data, dim=dim)
-
-
 # ----------------------------------------------------------------------------- combine, split
 class Cat(Function):
     def forward(ctx, *tensors, dim):
@@ -285,14 +285,14 @@ class Cat(Function):
 def cat(tensors, dim=0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("cat: expected a non-empty list of tensors")
+        raise RuntimeError("cat: expected a non-empty list of tensors")
     first = tensors[0]
     if first.ndim == 0:
-        raise ValueError("cat: zero-dimensional tensors cannot be concatenated; use stack")
-    d = _dim("cat", dim, first.ndim)
+        raise RuntimeError("cat: zero-dimensional tensors cannot be concatenated; use stack")
+    d = normalize_dim("cat", dim, first.ndim)
     for i, t in enumerate(tensors[1:], 1):
         if t.ndim != first.ndim or any(a != b for j, (a, b) in enumerate(zip(t.shape, first.shape)) if j != d):
-            raise ValueError(f"cat: tensor {i} has shape {t.shape} but tensor 0 has shape {first.shape}; "
+            raise RuntimeError(f"cat: tensor {i} has shape {t.shape} but tensor 0 has shape {first.shape}; "
                              f"all sizes must match except along dim {dim}")
     dtype = first.dtype
     for t in tensors[1:]:
@@ -303,26 +303,26 @@ def cat(tensors, dim=0) -> Tensor:
 def stack(tensors, dim=0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("stack: expected a non-empty list of tensors")
+        raise RuntimeError("stack: expected a non-empty list of tensors")
     for i, t in enumerate(tensors[1:], 1):
         if t.shape != tensors[0].shape:
-            raise ValueError(f"stack: tensor {i} has shape {t.shape} but tensor 0 has shape {tensors[0].shape}; "
+            raise RuntimeError(f"stack: tensor {i} has shape {t.shape} but tensor 0 has shape {tensors[0].shape}; "
                              "all must be equal")
-    d = _dim("stack", dim, tensors[0].ndim + 1)
+    d = normalize_dim("stack", dim, tensors[0].ndim + 1)
     return cat([t.unsqueeze(d) for t in tensors], dim=d)
 
 
 def split(x: Tensor, split_size_or_sections, dim=0) -> tuple:
-    d = _dim("split", dim, x.ndim)
+    d = normalize_dim("split", dim, x.ndim)
     n = x.shape[d]
     if isinstance(split_size_or_sections, int):
         if split_size_or_sections <= 0:
-            raise ValueError(f"split: split size must be positive, got {split_size_or_sections}")
+            raise RuntimeError(f"split: split size must be positive, got {split_size_or_sections}")
         sizes = [min(split_size_or_sections, n - s) for s in range(0, n, split_size_or_sections)] or [0]
     else:
         sizes = list(split_size_or_sections)
         if sum(sizes) != n:
-            raise ValueError(f"split: sections {sizes} add up to {sum(sizes)}, but dim {dim} has size {n}")
+            raise RuntimeError(f"split: sections {sizes} add up to {sum(sizes)}, but dim {dim} has size {n}")
     pieces, start = [], 0
     for size in sizes:
         pieces.append(x[(slice(None),) * d + (slice(start, start + size),)])
@@ -332,8 +332,8 @@ def split(x: Tensor, split_size_or_sections, dim=0) -> tuple:
 
 def chunk(x: Tensor, chunks: int, dim=0) -> tuple:
     if chunks <= 0:
-        raise ValueError(f"chunk: number of chunks must be positive, got {chunks}")
-    n = x.shape[_dim("chunk", dim, x.ndim)]
+        raise RuntimeError(f"chunk: number of chunks must be positive, got {chunks}")
+    n = x.shape[normalize_dim("chunk", dim, x.ndim)]
     return split(x, max(math.ceil(n / chunks), 1), dim)
 
 
@@ -342,7 +342,7 @@ class Triangle(Function):
 
     def forward(ctx, x, diagonal, upper):
         if x.ndim < 2:
-            raise ValueError(f"{'triu' if upper else 'tril'}: needs at least 2 dimensions, got shape {x.shape}")
+            raise RuntimeError(f"{'triu' if upper else 'tril'}: needs at least 2 dimensions, got shape {x.shape}")
         ctx.diagonal, ctx.upper = diagonal, upper
         return (ctx.xp.triu if upper else ctx.xp.tril)(x.data, diagonal)
 

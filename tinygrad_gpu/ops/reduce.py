@@ -1,4 +1,4 @@
-"""Reductions (sum, mean, var, max, min, argmax, logsumexp) and softmax / log_softmax.
+"""Reductions (sum, prod, mean, var, max, min, argmax, logsumexp) and softmax / log_softmax.
 
 A reduction's backward spreads the output gradient back over the reduced dimensions:
 reshape it to the "keepdim" shape, then broadcast to the input's shape.
@@ -12,8 +12,10 @@ import numpy as np
 from .. import device as devices
 from ..tensor import Function, Tensor
 from . import movement
+from .gather import Gather
 
-# What x.max(dim) returns, as in PyTorch: a pair with .values and .indices.
+# What x.max(dim) returns, as in PyTorch: a pair with .values and .indices. The other ops that
+# answer with values and their positions (sort, topk, cummax, cummin) return it too.
 ValuesIndices = collections.namedtuple("ValuesIndices", ["values", "indices"])
 
 
@@ -25,13 +27,9 @@ def normalize_dims(op: str, dim, ndim: int) -> tuple:
     dims = (dim,) if isinstance(dim, (int, np.integer)) else None if dim is None else tuple(dim)
     if not dims:
         return tuple(range(ndim))
-    result = []
-    for d in dims:
-        if not -max(ndim, 1) <= d < max(ndim, 1):
-            raise IndexError(f"{op}: dim {d} is out of range for a tensor with {ndim} dimension(s)")
-        result.append(int(d) % max(ndim, 1) if ndim else 0)
+    result = [movement.normalize_dim(op, d, max(ndim, 1)) for d in dims]     # a 0-d tensor takes dim 0 or -1
     if len(set(result)) != len(result):
-        raise ValueError(f"{op}: dim {dim} names a dimension twice")
+        raise RuntimeError(f"{op}: dim {dim} names a dimension twice")
     return tuple(sorted(result)) if ndim else ()
 
 
@@ -60,6 +58,44 @@ def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
     elif x.dtype.kind in "bi" and x.dtype.itemsize < 8:
         x = x.long()                     # PyTorch sums bool and small ints as int64
     return Sum.apply(x, dims=normalize_dims("sum", dim, x.ndim), keepdim=keepdim)
+
+
+class Prod(Function):
+    def forward(ctx, x, dims, keepdim):
+        ctx.save_for_backward(x)
+        ctx.dims = dims
+        return ctx.xp.prod(x.data, axis=dims, keepdims=keepdim)
+
+    def backward(ctx, grad):
+        # d(prod)/dx_k is the product of all the other elements. Dividing the product by x_k would fail
+        # where x_k is 0, so multiply the products before and after k instead.
+        (x,) = ctx.saved_tensors
+        if x.numel() == 0 or x.ndim == 0:        # nothing to differentiate, or the product is x itself
+            return _spread(grad, x.shape, ctx.dims)
+        several = len(ctx.dims) > 1              # dim=None on a tensor with 2+ dims: one long row
+        row, d = (x.reshape(-1), 0) if several else (x, ctx.dims[0])
+        return _spread(grad, x.shape, ctx.dims) * _products_of_the_others(row, d).reshape(x.shape)
+
+
+def _products_of_the_others(x: Tensor, d: int) -> Tensor:
+    """For each element along dim d, the product of all the other elements there (exact with zeros)."""
+    def exclusive_cumprod(v):                    # out_k = v_0 * ... * v_(k-1), out_0 = 1
+        ones = Tensor._wrap(devices.array_module(v.device).ones(keepdim_shape(v.shape, (d,)), dtype=v.dtype),
+                            v.device)
+        return movement.cat([ones, v[(slice(None),) * d + (slice(None, -1),)]], d).cumprod(d)
+    return exclusive_cumprod(x) * exclusive_cumprod(x.flip(d)).flip(d)
+
+
+def prod(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
+    """The product of all elements, or along one dim (PyTorch's prod takes a single int)."""
+    if dtype is not None:
+        x = x.to(dtype=dtype)
+    elif not x.is_floating_point():
+        x = x.long()                     # PyTorch multiplies bool and integers as int64
+    if dim is not None:
+        dim = movement.normalize_dim("prod", dim, max(x.ndim, 1))     # one int: normalize_dims takes tuples too
+    dims = normalize_dims("prod", dim, x.ndim)
+    return Prod.apply(x, dims=dims, keepdim=keepdim)
 
 
 def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
@@ -136,30 +172,34 @@ def arg_extreme(x: Tensor, dim, keepdim, kind) -> Tensor:
         index = getattr(xp, kind)(x.data)
         out = index.reshape((1,) * x.ndim) if keepdim else index.reshape(())
     elif x.ndim == 0:                      # a 0-d tensor accepts dim 0 or -1; its one element is index 0
-        normalize_dims(kind, _one_dim(kind, dim), 0)
+        movement.normalize_dim(kind, dim, 1)
         out = xp.zeros((), dtype=np.int64)
     else:
-        (d,) = normalize_dims(kind, _one_dim(kind, dim), x.ndim)
-        out = getattr(xp, kind)(x.data, axis=d, keepdims=keepdim)
+        out = getattr(xp, kind)(x.data, axis=movement.normalize_dim(kind, dim, x.ndim), keepdims=keepdim)
     return Tensor._wrap(out.astype(np.int64, copy=False), x.device)
 
 
-def _one_dim(op: str, dim):
-    """argmax and max(dim) take a single dimension, as in PyTorch."""
-    if not isinstance(dim, (int, np.integer)):
-        raise TypeError(f"{op}: dim must be a single int, got {dim!r}")
-    return dim
+def along_one_dim(op: str, x: Tensor, dim, run):
+    """run(x, d) for ops that work along one dim `d` (scans, sorts). A 0-d tensor accepts dim 0 or -1, as
+    in PyTorch, and runs as a tensor of one element; the result is shaped back to 0-d."""
+    d = movement.normalize_dim(op, dim, max(x.ndim, 1))
+    if x.ndim:
+        return run(x, d)
+    out = run(x.reshape(1), 0)
+    if isinstance(out, ValuesIndices):
+        return ValuesIndices(*(t.reshape(()) for t in out))
+    return out.reshape(())
 
 
 def extreme(x: Tensor, dim, keepdim, kind):
     """x.max() -> a tensor; x.max(dim) -> (values, indices), the gradient going to the index."""
     if dim is None:
         return amax(x, None, False, kind)
-    indices = arg_extreme(x, _one_dim(kind, dim), True, "argmax" if kind == "max" else "argmin")
+    d = movement.normalize_dim(kind, dim, max(x.ndim, 1))   # a 0-d tensor takes dim 0 or -1
+    indices = arg_extreme(x, d, True, "argmax" if kind == "max" else "argmin")
     if x.ndim == 0:                        # nothing to pick from: the value is the element itself
         return ValuesIndices(x, indices)
-    (d,) = normalize_dims(kind, dim, x.ndim)
-    values = movement.pick_along_dim(x, indices, d)
+    values = Gather.apply(x, indices, dim=d)
     if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)
     return ValuesIndices(values, indices)
