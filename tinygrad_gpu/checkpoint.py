@@ -76,7 +76,11 @@ def save(state, path) -> None:
     from safetensors.numpy import save as to_bytes
     tensors = {}
     structure = _split(state, "", tensors)
-    payload = to_bytes(tensors, metadata={_METADATA_KEY: json.dumps(structure)})
+    write_atomically(path, to_bytes(tensors, metadata={_METADATA_KEY: json.dumps(structure)}))
+
+
+def write_atomically(path, payload: bytes) -> None:
+    """Write `payload` to `path` so that it is either all there or the previous file is untouched."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)

@@ -1,8 +1,9 @@
-"""Text for character-level language models: corpora, a character tokenizer, and batches.
+"""Text for language models: corpora, and batches of token ids.
 
 A model learns from (input, target) pairs cut from one long sequence of token ids: the
 input is `block_size` consecutive ids and the target is the same window shifted by one,
-so every position learns to predict the character that follows it.
+so every position learns to predict the token (a character, for a character model) that
+follows it. The tokenizers that turn text into ids live in tokenizers.py.
 """
 from __future__ import annotations
 
@@ -14,47 +15,10 @@ import numpy as np
 
 from . import device as devices
 from .tensor import Tensor
+from .tokenizers import CharTokenizer, DataError, Tokenizer  # noqa: F401  (data.CharTokenizer, as before)
 
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
-
-
-class DataError(ValueError):
-    """Text that cannot be used for training (missing, empty, too short, undecodable)."""
-
-
-# ----------------------------------------------------------------------------- tokenizer
-class CharTokenizer:
-    """One id per distinct character, in sorted order. The vocabulary is saved with checkpoints."""
-
-    def __init__(self, chars: str):
-        self.chars = "".join(chars)
-        if len(set(self.chars)) != len(self.chars):
-            raise ValueError("CharTokenizer: the vocabulary has repeated characters")
-        self.index = {c: i for i, c in enumerate(self.chars)}
-
-    @classmethod
-    def from_text(cls, text: str) -> "CharTokenizer":
-        return cls("".join(sorted(set(text))))
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.chars)
-
-    def unknown(self, text: str) -> list:
-        """The characters of `text` that are not in the vocabulary, sorted."""
-        return sorted(set(text) - set(self.chars))
-
-    def encode(self, text: str) -> np.ndarray:
-        try:
-            return np.fromiter((self.index[c] for c in text), dtype=np.int64, count=len(text))
-        except KeyError:
-            missing = self.unknown(text)
-            raise DataError(f"CharTokenizer: {len(missing)} character(s) not in the vocabulary: "
-                            f"{''.join(missing)!r} (repr: {missing!r})") from None
-
-    def decode(self, ids) -> str:
-        return "".join(self.chars[int(i)] for i in np.asarray(ids).reshape(-1))
 
 
 # ----------------------------------------------------------------------------- corpora
@@ -125,8 +89,9 @@ def load_corpus(name_or_path: str = "builtin") -> str:
 class TextDataset:
     """A corpus encoded once, split 90/10 into train and val, served as random windows."""
 
-    def __init__(self, text: str, block_size: int, tokenizer: CharTokenizer = None, val_fraction: float = 0.1,
+    def __init__(self, text: str, block_size: int, tokenizer: Tokenizer = None, val_fraction: float = 0.1,
                  device: str = "cpu"):
+        """`tokenizer`: any of tokenizers.py's; by default a CharTokenizer of the text's own characters."""
         if not text:
             raise DataError("the training text is empty")
         self.tokenizer = tokenizer or CharTokenizer.from_text(text)
@@ -136,8 +101,9 @@ class TextDataset:
         self.splits = {"train": ids[:cut], "val": ids[cut:]}
         for name, part in self.splits.items():
             if len(part) < block_size + 1:
-                raise DataError(f"the {name} split has {len(part)} characters, fewer than block_size + 1 = "
-                                f"{block_size + 1}; use more text (this text has {len(ids)} characters) or a "
+                unit = self.tokenizer.unit
+                raise DataError(f"the {name} split has {len(part)} {unit}, fewer than block_size + 1 = "
+                                f"{block_size + 1}; use more text (this text has {len(ids)} {unit}) or a "
                                 "smaller --block-size")
         # The token arrays live on the training device, so batches are cut there without copies.
         self.on_device = {name: devices.move(part, device) for name, part in self.splits.items()}

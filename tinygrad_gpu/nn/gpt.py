@@ -7,20 +7,20 @@
 
 Parameter names match nanoGPT's ``state_dict`` key for key (``transformer.h.0.attn.c_attn.weight``,
 ``lm_head.weight`` tied to ``transformer.wte.weight``, Linear weights (out, in)), so its
-checkpoints load with strict=True, and ``from_pretrained`` maps a Hugging Face GPT-2 checkpoint.
+checkpoints load with strict=True; ``from_pretrained`` and ``save_pretrained`` read and write
+Hugging Face GPT-2 folders (nn/hf.py).
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
 
 from .. import creation
+from ..ops.movement import cat
 from ..optim import configure_adamw
 from ..tensor import Tensor
 from . import functional as F
-from . import init, sampling
+from . import hf, init, sampling
 from .layers import Dropout, Embedding, GELU, LayerNorm, Linear
 from .module import Module, ModuleDict, ModuleList
 
@@ -40,6 +40,26 @@ class GPTConfig:
             raise ValueError(f"GPTConfig: n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
 
 
+class KVCache:
+    """One attention layer's keys and values for the positions seen so far, each (B, n_head, T_so_far,
+    head_size). Generating with it, a new token's step computes one position's query, key and value
+    and attends over the kept ones, instead of running the whole context through the model again."""
+
+    def __init__(self):
+        self.keys = self.values = None
+
+    def __len__(self):
+        return 0 if self.keys is None else self.keys.shape[2]
+
+    def extend(self, keys: Tensor, values: Tensor):
+        """Append the new positions' keys and values; return all of them."""
+        if self.keys is None:
+            self.keys, self.values = keys, values
+        else:
+            self.keys, self.values = cat([self.keys, keys], dim=2), cat([self.values, values], dim=2)
+        return self.keys, self.values
+
+
 class CausalSelfAttention(Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -49,12 +69,20 @@ class CausalSelfAttention(Module):
         self.resid_dropout = Dropout(config.dropout)
         self.n_head, self.n_embd = config.n_head, config.n_embd
 
-    def forward(self, x):
+    def forward(self, x, cache: KVCache = None):
         B, T, C = x.shape
         # (B, T, 3C) -> q, k and v, each (B, n_head, T, head_size): each head attends independently
         q, k, v = self.c_attn(x).reshape(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           dropout_p=self.attn_dropout.p if self.training else 0.0)
+        if cache is not None:
+            k, v = cache.extend(k, v)                # the keys and values of every position so far
+        S, dropout_p = k.shape[2], self.attn_dropout.p if self.training else 0.0
+        if S == T:                                   # nothing cached: the usual causal attention
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
+        else:
+            # New query i sits at position S - T + i: it sees every cached key and the new ones up to
+            # itself. A single new token (the usual step when generating) sees them all: no mask at all.
+            visible = None if T == 1 else creation.ones(T, S, dtype=bool, device=x.device).tril(S - T)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=visible, dropout_p=dropout_p)
         y = y.transpose(1, 2).reshape(B, T, C)       # heads side by side again
         return self.resid_dropout(self.c_proj(y))
 
@@ -79,8 +107,8 @@ class Block(Module):
         self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
+    def forward(self, x, cache: KVCache = None):
+        x = x + self.attn(self.ln_1(x), cache)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -128,18 +156,26 @@ class GPT(Module):
         """Model FLOPs utilisation: achieved training FLOP/s as a fraction of the hardware's peak."""
         return self.flops_per_token() * tokens_per_second / peak_flops
 
-    def forward(self, idx: Tensor, targets: Tensor = None):
-        """Logits for every position, and the mean cross-entropy against `targets` (ignore_index -1)."""
+    def forward(self, idx: Tensor, targets: Tensor = None, caches: list = None):
+        """Logits for every position, and the mean cross-entropy against `targets` (ignore_index -1).
+
+        caches: one KVCache per layer (``new_caches()``). `idx` then holds the tokens that follow the
+        cached ones: their positions continue from the caches' length, and their keys and values are
+        appended to the caches.
+        """
         if idx.ndim != 2:
             raise ValueError(f"GPT: idx must be (batch, time) token ids, got shape {idx.shape}")
         B, T = idx.shape
-        if T > self.config.block_size:
-            raise ValueError(f"GPT: sequence of length {T} is longer than block_size {self.config.block_size}; "
-                             "crop it to the last block_size tokens")
-        positions = creation.arange(T, device=idx.device)
+        if caches is not None and len(caches) != self.config.n_layer:
+            raise ValueError(f"GPT: got {len(caches)} caches for {self.config.n_layer} layers; use new_caches()")
+        start = 0 if caches is None else len(caches[0])
+        if start + T > self.config.block_size:
+            raise ValueError(f"GPT: sequence of length {start + T} ({start} cached, {T} new) is longer than "
+                             f"block_size {self.config.block_size}; crop it to the last block_size tokens")
+        positions = creation.arange(start, start + T, device=idx.device)
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(positions))
-        for block in self.transformer.h:
-            x = block(x)
+        for block, cache in zip(self.transformer.h, caches or [None] * self.config.n_layer):
+            x = block(x, cache)
         logits = self.lm_head(self.transformer.ln_f(x))
         if targets is None:
             return logits, None
@@ -151,34 +187,44 @@ class GPT(Module):
         frozen parameters left out (optim.configure_adamw)."""
         return configure_adamw(self.parameters(), weight_decay, learning_rate, betas, eps)
 
-    def generate(self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int = None) -> Tensor:
-        """Extend each row of `idx` by `max_new_tokens` sampled tokens (see nn.sampling.generate)."""
-        return sampling.generate(self, idx, max_new_tokens, temperature, top_k, self.config.block_size)
+    def new_caches(self) -> list:
+        """Empty key-value caches, one per layer, for forward(..., caches=...)."""
+        return [KVCache() for _ in range(self.config.n_layer)]
 
-    # ------------------------------------------------------------------ Hugging Face GPT-2
-    CONV1D_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+    def generate(self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int = None,
+                 top_p: float = None, use_cache: bool = True) -> Tensor:
+        """Extend each row of `idx` by `max_new_tokens` sampled tokens (see nn.sampling.generate);
+        with `use_cache`, each new token runs through the model alone, against the layers' kept keys
+        and values. The tokens are the same either way (up to the rounding of the last bits, which
+        could only tip a near-tie)."""
+        next_logits = self._cached_next_logits() if use_cache else None
+        return sampling.generate(self, idx, max_new_tokens, temperature, top_k, self.config.block_size,
+                                 top_p, next_logits)
 
+    def _cached_next_logits(self):
+        """next_logits for sampling.generate that feeds the model only the tokens its caches lack."""
+        block_size, caches = self.config.block_size, self.new_caches()
+
+        def next_logits(idx):
+            nonlocal caches
+            if idx.shape[1] > block_size:
+                # The window slides: every kept token moves down one position and the first drops out,
+                # and both change every layer's keys and values. So once the context is longer than
+                # block_size, each step recomputes the cropped context (as the uncached path does)
+                # and the cache saves nothing; until then a step costs one position.
+                caches, idx = self.new_caches(), idx[:, -block_size:]
+            logits, _ = self(idx[:, len(caches[0]):], caches=caches)
+            return logits[:, -1, :]
+        return next_logits
+
+    # ------------------------------------------------------------------ Hugging Face GPT-2 (nn/hf.py)
     @classmethod
-    def from_pretrained(cls, path: str, **overrides) -> "GPT":
-        """Load a Hugging Face GPT-2 checkpoint directory (config.json + model.safetensors).
+    def from_pretrained(cls, folder, **overrides) -> "GPT":
+        """Load a Hugging Face GPT-2 folder (config.json + model.safetensors; never pickle files).
+        `overrides` change config fields such as dropout."""
+        return hf.from_pretrained(cls, GPTConfig, folder, **overrides)
 
-        GPT-2 stores its Linear layers as "Conv1D" with weights (in, out); ours are (out, in),
-        so those four weights are transposed. The attention-mask buffers are not weights and are
-        skipped. `overrides` can change config fields such as dropout.
-        """
-        from ..checkpoint import read_safetensors
-        with open(os.path.join(path, "config.json")) as f:
-            hf = json.load(f)
-        config = GPTConfig(block_size=hf.get("n_positions", hf.get("n_ctx", 1024)), vocab_size=hf["vocab_size"],
-                           n_layer=hf["n_layer"], n_head=hf["n_head"], n_embd=hf["n_embd"], bias=True)
-        config = dataclasses.replace(config, **overrides)
-        model = cls(config)
-        state = {}
-        for name, array in read_safetensors(os.path.join(path, "model.safetensors")).items():
-            if name.endswith((".attn.bias", ".attn.masked_bias")):
-                continue
-            key = name if name.startswith(("transformer.", "lm_head.")) else "transformer." + name
-            state[key] = array.T if key.endswith(cls.CONV1D_WEIGHTS) else array
-        state.setdefault("lm_head.weight", state["transformer.wte.weight"])
-        model.load_state_dict(state, strict=True)
-        return model
+    def save_pretrained(self, folder, tokenizer=None) -> None:
+        """Write a GPT-2 folder that transformers' GPT2LMHeadModel loads (config.json, model.safetensors,
+        and the tokenizer's files if one is given), replacing `folder` only once all of it is written."""
+        hf.save_pretrained(self, folder, tokenizer)

@@ -2,15 +2,15 @@
 --init-from, sample.py), and whose folder --out-dir is.
 
 A checkpoint holds everything needed to continue exactly where the run was: the weights, AdamW's
-moments, the iteration, the vocabulary, the architecture, the settings, and both random streams
-(the batches' and the model's, which dropout draws from). tg.save writes it atomically, so a kill
-mid-save leaves the previous one.
+moments, the iteration, the tokenizer (its description: tokenizers.py), the architecture, the
+settings, and both random streams (the batches' and the model's, which dropout draws from).
+tg.save writes it atomically, so a kill mid-save leaves the previous one.
 """
 from __future__ import annotations
 
 import os
 
-from .. import checkpoint, random
+from .. import checkpoint, random, tokenizers
 from .config import ConfigError, TrainConfig, check_against_checkpoint
 from .reporting import METRICS_NAME
 
@@ -28,7 +28,7 @@ def save(path: str, model, optimizer, iter_num: int, tokenizer, settings: dict, 
          data_rng) -> None:
     checkpoint.save({
         "model": model.state_dict(), "optimizer": optimizer.state_dict(), "iter": iter_num,
-        "tokenizer": tokenizer.chars, "model_settings": settings, "config": config.flags(),
+        "tokenizer": tokenizer.describe(), "model_settings": settings, "config": config.flags(),
         "rng": {"data": data_rng.bit_generator.state, "model": random.get_rng_state(),
                 "cuda": random.get_cuda_rng_state_all()},
     }, path)
@@ -47,6 +47,11 @@ def read(path: str, needs=FOR_WEIGHTS) -> dict:
         raise CheckpointError(f"{path} is not a checkpoint of the training programs (it has no "
                               f"{', '.join(repr(k) for k in missing)}); train_charlm.py writes them")
     return saved
+
+
+def tokenizer_of(saved: dict):
+    """The tokenizer a checkpoint was trained with (older checkpoints hold a character vocabulary string)."""
+    return tokenizers.from_description(saved["tokenizer"])
 
 
 def claim_out_dir(config: TrainConfig) -> None:

@@ -14,10 +14,11 @@ import signal
 import numpy as np
 
 from .. import random
-from ..data import CharTokenizer, DataError, TextDataset, load_corpus
+from ..data import DataError, TextDataset, load_corpus
 from ..optim import clip_grad_norm_
 from ..optim.lr_scheduler import warmup_cosine
 from ..tensor import Tensor, no_grad
+from ..tokenizers import Tokenizer
 from . import checkpointing
 from .config import TrainConfig, build_model, freeze, validate
 from .divergence import DivergenceWatch
@@ -104,16 +105,17 @@ def training_step(model, optimizer, x: Tensor, y: Tensor, grad_clip: float):
 def _prepare(config: TrainConfig, device: str, log):
     """Model, dataset, model settings and the checkpoint the run starts from (None: a fresh model)."""
     saved = checkpointing.load_start(config)
-    tokenizer = CharTokenizer(saved["tokenizer"]) if saved is not None else None
+    tokenizer = checkpointing.tokenizer_of(saved) if saved is not None else None
     settings = checkpointing.model_settings(saved, config)
     text = load_corpus(config.data)
-    if tokenizer is not None and tokenizer.unknown(text):
-        missing = tokenizer.unknown(text)
+    missing = tokenizer.unknown(text) if tokenizer is not None else []     # a byte-level BPE lacks none
+    if missing:
         if not config.drop_unknown:
             raise DataError(f"the text has {len(missing)} character(s) the model's vocabulary lacks: "
                             f"{''.join(missing)!r}; pass --drop-unknown to leave them out")
         log(f"dropping {sum(text.count(c) for c in missing)} occurrences of {len(missing)} unknown character(s)")
-        text = "".join(c for c in text if c in tokenizer.index)
+        unknown = set(missing)
+        text = "".join(c for c in text if c not in unknown)
     dataset = TextDataset(text, settings["block_size"], tokenizer, device=device)
     random.manual_seed(config.seed)
     model = build_model(settings, dataset.tokenizer.vocab_size)
@@ -147,14 +149,15 @@ def optimizer_params(optimizer) -> list:
     return [p for group in optimizer.param_groups for p in group["params"]]
 
 
-def sample(model, tokenizer: CharTokenizer, num_samples: int, max_new_tokens: int, prompt: str = "\n",
-           temperature: float = 1.0, top_k: int = None, device: str = "cpu") -> list:
-    """`num_samples` continuations of `prompt` (a newline by default, or the first character when the
-    vocabulary has no newline)."""
-    if prompt == "\n" and "\n" not in tokenizer.index:
-        prompt = tokenizer.chars[0]
+def sample(model, tokenizer: Tokenizer, num_samples: int, max_new_tokens: int, prompt: str = None,
+           temperature: float = 1.0, top_k: int = None, device: str = "cpu", **options) -> list:
+    """`num_samples` continuations of `prompt`; by default the tokenizer's `default_prompt` (a newline,
+    or a character model's first character when its vocabulary has no newline). `options` go to the
+    model's generate (a GPT's top_p and use_cache)."""
+    if prompt is None:
+        prompt = tokenizer.default_prompt
     start = Tensor(np.tile(tokenizer.encode(prompt), (num_samples, 1)), device=device)
-    out = model.generate(start, max_new_tokens, temperature=temperature, top_k=top_k)
+    out = model.generate(start, max_new_tokens, temperature=temperature, top_k=top_k, **options)
     return [tokenizer.decode(row) for row in out.numpy()]
 
 
