@@ -5,7 +5,7 @@
 #     bash benchmarks/gpu_check.sh [log_folder]
 #
 # Each part runs under its own time limit, so a slow one cannot eat the others' time (about
-# ten minutes in all at most); each part's whole output is kept in log_folder, and a short
+# eleven minutes in all at most); each part's whole output is kept in log_folder, and a short
 # table of what came out is printed at the end. Nothing here changes the GPU's settings.
 # PYTHON picks the interpreter (default python3).
 set -u
@@ -37,6 +37,7 @@ part readiness  60 "$py" benchmarks/gpu_readiness.py --real
 part kernels    60 "$py" benchmarks/kernels.py
 part step      100 "$py" benchmarks/step.py --device cuda --config all --json "$logs/step.json"
 part scaling    45 "$py" benchmarks/scaling.py --device cuda --with-torch --quick
+part infer      90 "$py" benchmarks/train_vs_infer.py --device cuda
 
 echo
 echo "=== summary (logs in $logs)"

@@ -14,6 +14,7 @@ import urllib.request
 import numpy as np
 
 from . import device as devices
+from .cache import cache_dir
 from .tensor import Tensor
 from .tokenizers import CharTokenizer, DataError, Tokenizer  # noqa: F401  (data.CharTokenizer, as before)
 
@@ -41,13 +42,9 @@ def builtin_corpus() -> str:
         return "\n".join(parts)
 
 
-def _cache_dir() -> str:
-    return os.environ.get("TINYGRAD_GPU_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "tinygrad_gpu"))
-
-
 def shakespeare() -> str:
     """tiny-shakespeare (1,115,394 characters), downloaded once into the cache and checked by SHA-256."""
-    path = os.path.join(_cache_dir(), "data", "tinyshakespeare.txt")
+    path = cache_dir("data", "tinyshakespeare.txt")
     if not os.path.exists(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         try:

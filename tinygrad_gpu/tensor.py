@@ -94,7 +94,8 @@ class Function:
     # their kernels' launchers as a *_is_spare argument).
     grad_is_spare = False
     float_only = False            # set True when integer inputs must be computed as floats (division)
-    _ENGINE_FIELDS = ("next_nodes", "input_meta", "needs_input_grad", "recording", "freed", "device")
+    # Kept by release(): the graph's shape. input_dtypes is read only by viz.py, which draws a graph (even a used one).
+    _ENGINE_FIELDS = ("next_nodes", "input_meta", "input_dtypes", "needs_input_grad", "recording", "freed", "device")
 
     @classmethod
     def apply(cls, *inputs: Tensor, **options) -> Tensor:
@@ -116,6 +117,7 @@ class Function:
         ctx.next_nodes = tuple(t._node() for t in inputs)
         ctx.needs_input_grad = tuple(node is not None for node in ctx.next_nodes)
         ctx.input_meta = tuple(t.shape for t in inputs)
+        ctx.input_dtypes = tuple(t.data.dtype for t in inputs)
         ctx.freed = False
         if cls.saves_output:
             ctx.out_data = out

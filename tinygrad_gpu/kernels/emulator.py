@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import cache
+
 HEADER = Path(__file__).with_name("cuda_emu.h")
 # -U_FORTIFY_SOURCE: glibc's checked longjmp aborts when a fiber jumps onto another stack.
 FLAGS = ("-std=gnu++17", "-O2", "-fPIC", "-shared", "-fopenmp", "-U_FORTIFY_SOURCE", "-w")
@@ -73,10 +75,7 @@ def _compiler_identity(compiler: str) -> str:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("TINYGRAD_GPU_CACHE")
-    if not root:
-        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tinygrad_gpu"
-    return Path(root) / "emu"
+    return Path(cache.cache_dir("emu"))
 
 
 _KERNEL = re.compile(r"__global__\s+void\s+(\w+)\s*\(")

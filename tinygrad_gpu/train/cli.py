@@ -1,5 +1,5 @@
 """The command line of the training programs: TrainConfig's fields as documented flags, one way to
-report a mistake, and the summary a run ends with."""
+report a mistake, and the summary a run ends with (its losses, and what it computed and cost)."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +11,7 @@ from ..data import DataError
 from .config import GROUPS, ConfigError, TrainConfig
 from .divergence import TrainingDiverged
 from .loop import train
+from .reporting import cost_line
 
 
 class Parser(argparse.ArgumentParser):
@@ -75,10 +76,12 @@ def run(config: TrainConfig) -> dict:
     last = summary["metrics"][-1] if summary["metrics"] else None
     measured = ("no losses measured yet" if last is None else
                 f"train loss {last['train_loss']:.4f}, val loss {last['val_loss']:.4f}")
-    if summary["interrupted"]:
+    if summary["interrupted"]:            # the last line says how to continue
+        print(cost_line(summary, config.price_per_hour))
         at = "" if last is None else f" at iteration {last['iter']}"
         print(f"stopped at iteration {summary['iter']} of {config.max_iters}; last measured{at}: {measured}; "
               f"checkpoint in {config.out_dir} (continue with --resume)")
     else:
         print(f"final: {measured}, {summary['elapsed_s']:.0f} s; checkpoint in {config.out_dir}")
+        print(cost_line(summary, config.price_per_hour))
     return summary

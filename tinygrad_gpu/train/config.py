@@ -66,6 +66,8 @@ class TrainConfig:
                            shown="on when the output is a terminal")
     device: str = _flag(None, "devices", "cpu, cuda (cuda:N) or emu (our CUDA kernels on the CPU, slow)",
                         shown="cuda when a GPU is visible, else cpu")
+    price_per_hour: float = _flag(None, "devices", "what an hour of this machine costs, in dollars: adds the cost "
+                                  "so far to metrics.jsonl and to the run's last line", shown="no cost shown")
     # The flags given on the command line (parse_args fills it): the architecture flags among them
     # must agree with a checkpoint that is loaded.
     given: tuple = dataclasses.field(default=(), metadata=dict(group=None))
@@ -96,6 +98,8 @@ def validate(config: TrainConfig) -> str:
                  "num_samples", "sample_tokens"):
         if getattr(config, name) < 0:
             raise ConfigError(f"{flag(name)} must not be negative, got {getattr(config, name)}")
+    if config.price_per_hour is not None and config.price_per_hour < 0:
+        raise ConfigError(f"--price-per-hour must not be negative, got {config.price_per_hour}")
     if config.lr_decay_iters is not None and config.lr_decay_iters <= 0:
         raise ConfigError(f"--lr-decay-iters must be positive, got {config.lr_decay_iters}")
     for name in ("dropout", "beta1", "beta2"):

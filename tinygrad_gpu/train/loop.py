@@ -19,14 +19,15 @@ from ..optim import clip_grad_norm_
 from ..optim.lr_scheduler import warmup_cosine
 from ..tensor import Tensor, no_grad
 from ..tokenizers import Tokenizer
-from . import checkpointing
+from . import checkpointing, compute
 from .config import TrainConfig, build_model, freeze, validate
 from .divergence import DivergenceWatch
 from .reporting import Report
 
 
 def train(config: TrainConfig, log=print) -> dict:
-    """Run (or resume) training; return the final losses, speed and samples."""
+    """Run (or resume) training; return the final losses, samples, and what the run computed and cost
+    (reporting.Report.totals: tokens, flops, elapsed_s, mfu, and cost with --price-per-hour)."""
     device = validate(config)
     checkpointing.claim_out_dir(config)
     model, dataset, settings, saved = _prepare(config, device, log)
@@ -41,7 +42,11 @@ def train(config: TrainConfig, log=print) -> dict:
     n_params = sum(p.numel() for p in model.parameters())
     log(f"{settings['model']}: {n_params / 1e6:.2f}M parameters, vocabulary {dataset.tokenizer.vocab_size}, "
         f"train {len(dataset.splits['train']):,} / val {len(dataset.splits['val']):,} tokens, device {device}")
-    report = Report(config, iter_num, tokens_per_step=config.batch_size * settings["block_size"])
+    flops_per_token = model.flops_per_token()
+    peak, peak_source = compute.peak_flops(device, next(model.parameters()).dtype)
+    log(f"{flops_per_token / 1e6:.2f} MFLOP per token trained; " +
+        (f"peak {peak / 1e12:.3g} TFLOP/s ({peak_source})" if peak is not None else peak_source))
+    report = Report(config, iter_num, config.batch_size * settings["block_size"], flops_per_token, peak)
     watch = DivergenceWatch(config)
     decay_iters = config.lr_decay_iters or config.max_iters
 
@@ -78,13 +83,14 @@ def train(config: TrainConfig, log=print) -> dict:
             report.step(iter_num, loss)
             if iter_num % 10 == 0:          # where the progress bar reads the loss too
                 watch.check()
+    totals = report.totals(iter_num)        # before sampling: the figures are the training's
     samples = []
     if iter_num >= config.max_iters and config.num_samples:
         samples = sample(model, dataset.tokenizer, config.num_samples, config.sample_tokens, temperature=0.8,
                          device=device)
     last = report.metrics[-1] if report.metrics else {}
     return {"iter": iter_num, "train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
-            "elapsed_s": report.elapsed(), "metrics": report.metrics, "samples": samples,
+            **totals, "metrics": report.metrics, "samples": samples,
             "interrupted": iter_num < config.max_iters}
 
 

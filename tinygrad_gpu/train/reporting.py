@@ -1,4 +1,9 @@
-"""What a run shows and keeps: the progress bar (or plain lines), OUT_DIR/metrics.jsonl, the loss plot."""
+"""What a run shows and keeps: the progress bar (or plain lines), OUT_DIR/metrics.jsonl, the loss plot,
+and what the run cost: its FLOPs, MFU (model FLOPs utilisation) and, given a price per hour, dollars.
+
+The cumulative figures derive from the iteration (FLOPs: tokens trained x FLOPs per token) and the
+elapsed time (cost), both of which a resumed run takes from the rows it keeps, so they stay right
+across resumes."""
 from __future__ import annotations
 
 import json
@@ -11,9 +16,10 @@ METRICS_NAME = "metrics.jsonl"
 
 class Report:
     """One run's reporting. Each evaluation becomes a row of metrics.jsonl and a printed line;
-    each step moves the progress bar, which shows the loss and speed every 10 iterations."""
+    each step moves the progress bar, which shows the loss, speed and MFU every 10 iterations.
+    `peak_flops` is the device's (compute.peak_flops), None where unknown: then no MFU."""
 
-    def __init__(self, config, iter_num: int, tokens_per_step: int):
+    def __init__(self, config, iter_num: int, tokens_per_step: int, flops_per_token: int, peak_flops: float = None):
         self.path = os.path.join(config.out_dir, METRICS_NAME)
         if config.resume:       # the rows written after the checkpoint are about to be redone
             self.metrics = _read_metrics(self.path, iter_num)
@@ -24,6 +30,7 @@ class Report:
                 os.remove(self.path)
         self.evaluated = {row["iter"] for row in self.metrics}
         self.tokens_per_step, self.max_iters = tokens_per_step, config.max_iters
+        self.flops_per_token, self.peak_flops, self.price_per_hour = flops_per_token, peak_flops, config.price_per_hour
         self.progress = _progress_bar(config, iter_num)
         self.start = time.time() - (self.metrics[-1]["elapsed_s"] if self.metrics else 0.0)
         self.interval_start, self.interval_steps = time.time(), 0
@@ -31,10 +38,32 @@ class Report:
 
     def measure(self, iter_num: int, losses: dict, lr: float) -> dict:
         """The metrics row of an evaluation; the speed is over the steps since the last one."""
-        elapsed = time.time() - self.interval_start
-        return {"iter": iter_num, "train_loss": round(losses["train"], 6), "val_loss": round(losses["val"], 6),
-                "lr": lr, "tokens_per_sec": round(self.interval_steps * self.tokens_per_step / max(elapsed, 1e-9), 1),
-                "elapsed_s": round(time.time() - self.start, 2)}
+        tokens_per_sec = self.interval_steps * self.tokens_per_step / max(time.time() - self.interval_start, 1e-9)
+        row = {"iter": iter_num, "train_loss": round(losses["train"], 6), "val_loss": round(losses["val"], 6),
+               "lr": lr, "tokens_per_sec": round(tokens_per_sec, 1), "elapsed_s": self.elapsed(),
+               "flops": iter_num * self.tokens_per_step * self.flops_per_token,
+               "tflops_per_sec": _significant(tokens_per_sec * self.flops_per_token / 1e12),
+               "mfu": self._mfu(tokens_per_sec * self.flops_per_token)}
+        return {**row, **self._cost(iter_num, row["elapsed_s"])}
+
+    def totals(self, iter_num: int) -> dict:
+        """The whole run's figures, those of the runs it resumes included. Its MFU is over the elapsed
+        time, evaluations included: the time the machine was paid for, as the cost is."""
+        elapsed, flops = self.elapsed(), iter_num * self.tokens_per_step * self.flops_per_token
+        return {"tokens": iter_num * self.tokens_per_step, "flops": flops, "elapsed_s": elapsed,
+                "mfu": self._mfu(flops / max(elapsed, 1e-9)), **self._cost(iter_num, elapsed)}
+
+    def _mfu(self, flops_per_sec: float):
+        return None if self.peak_flops is None else _significant(flops_per_sec / self.peak_flops)
+
+    def _cost(self, iter_num: int, elapsed_s: float) -> dict:
+        """The dollars spent after `elapsed_s` seconds, and per million tokens trained (None before the
+        first); nothing without --price-per-hour."""
+        if self.price_per_hour is None:
+            return {}
+        cost, tokens = elapsed_s / 3600 * self.price_per_hour, iter_num * self.tokens_per_step
+        per_million = _significant(cost / tokens * 1e6) if tokens else None
+        return {"cost": _significant(cost), "cost_per_million_tokens": per_million}
 
     def record(self, row: dict) -> None:
         with open(self.path, "a") as f:
@@ -50,7 +79,10 @@ class Report:
         self.interval_steps += 1
         if iter_num % 10 == 0 or iter_num == self.max_iters:      # .item() waits for the GPU: not every step
             speed = (iter_num - self.shown_iter) * self.tokens_per_step / max(time.time() - self.shown_at, 1e-9)
-            self.progress.set_postfix(loss=f"{loss.item():.4f}", tok_per_s=f"{speed:.0f}")
+            shown = dict(loss=f"{loss.item():.4f}", tok_per_s=f"{speed:.0f}")
+            if self.peak_flops is not None:
+                shown["mfu"] = f"{speed * self.flops_per_token / self.peak_flops:.1%}"
+            self.progress.set_postfix(**shown)
             self.shown_at, self.shown_iter = time.time(), iter_num
         self.progress.update(1)
 
@@ -71,6 +103,37 @@ class Report:
     def close(self) -> None:
         self.progress.close()
         _plot(self.metrics, os.path.join(os.path.dirname(self.path), "loss.png"))
+
+
+def cost_line(totals: dict, price_per_hour: float = None) -> str:
+    """The run in one line: `trained 2.0M tokens, 4.1 PFLOP, 31% MFU, 2.1 min, $0.07 at $2.00/h`
+    (the MFU where the device's peak is known, the cost where the price is)."""
+    parts = [f"trained {_prefixed(totals['tokens'])} tokens", f"{_prefixed(totals['flops'], ' ')}FLOP"]
+    if totals["mfu"] is not None:
+        percent = 100 * totals["mfu"]
+        parts.append(f"{percent:.0f}% MFU" if percent >= 10 else f"{percent:.2g}% MFU")
+    seconds = totals["elapsed_s"]
+    parts.append(f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min" if seconds < 3600 else
+                 f"{seconds / 3600:.1f} h")
+    if price_per_hour is not None:
+        cost = totals["cost"]
+        parts.append(f"${cost:.2f} at ${price_per_hour:.2f}/h" if cost >= 0.01 else         # cents, or what
+                     f"${cost:.2g} at ${price_per_hour:.2f}/h")                             # a tiny run cost
+    return ", ".join(parts)
+
+
+def _significant(number: float) -> float:
+    """Six significant digits: a CPU run's TFLOP/s and a short run's cost are small numbers that a fixed
+    number of decimal places would erase."""
+    return float(f"{number:.6g}")
+
+
+def _prefixed(number: float, space: str = "") -> str:
+    """1234567 -> '1.2M': one decimal and an SI prefix (k, M, G, T, P, E); small numbers as they are."""
+    for prefix, size in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if number >= size:
+            return f"{number / size:.1f}{space}{prefix}"
+    return f"{number:.0f}{space}"
 
 
 def _read_metrics(path: str, up_to_iter: int) -> list:

@@ -23,6 +23,12 @@ class runtime:
     def getDeviceCount() -> int:
         return _array._Devices.count
 
+    @staticmethod
+    def getDeviceProperties(device: int) -> dict:
+        """Only the name, as bytes like CuPy's: no GPU has it, so nothing knows this one's peak FLOP/s."""
+        _array.Device(device)                   # an ordinal out of range is refused, as by CUDA
+        return {"name": b"CuPy stand-in (NumPy)"}
+
 
 
 class RawKernel:
