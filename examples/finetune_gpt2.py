@@ -25,7 +25,9 @@ from tinygrad_gpu.data import TextDataset, read_text  # noqa: E402
 from tinygrad_gpu.nn import GPT, lora  # noqa: E402
 from tinygrad_gpu.optim.lr_scheduler import warmup_cosine  # noqa: E402
 from tinygrad_gpu.tokenizers import GPT2Tokenizer  # noqa: E402
+from tinygrad_gpu.train import compute  # noqa: E402
 from tinygrad_gpu.train.loop import estimate_loss, training_step  # noqa: E402
+from tinygrad_gpu.train.reporting import cost_line  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -51,6 +53,7 @@ def parse_args(argv=None):
     p.add_argument("--sample-tokens", type=int, default=80, help="tokens to generate at the end (0: none)")
     p.add_argument("--prompt", default="\n")
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--price-per-hour", type=float, default=None, help="adds the run's cost to its last line")
     args = p.parse_args(argv)
     if args.lr is None:
         args.lr = 1e-3 if args.lora_rank else 1e-4      # adapters start at zero and need larger steps
@@ -87,9 +90,19 @@ def main(argv=None) -> dict:
             losses = estimate_loss(model, dataset, args)
             print(f"iter {iter_num}: loss {loss.item():.4f}; train {losses['train']:.4f}, val {losses['val']:.4f}; "
                   f"{(time.perf_counter() - start) / iter_num:.2f} s per step")
+    seconds = time.perf_counter() - start
     after = estimate_loss(model, dataset, args)
     print(f"val loss on the new text: {before['val']:.4f} before fine-tuning, {after['val']:.4f} after "
           f"{args.max_iters} iterations")
+    # What the run cost, counted as every training run counts it (6N + 12LCT per token, even for LoRA,
+    # which skips the frozen weights' gradients: the usual accounting, so MFUs compare)
+    tokens = args.max_iters * args.batch_size * block_size
+    peak, _ = compute.peak_flops(device, model.transformer.wte.weight.dtype)
+    flops = tokens * model.flops_per_token()
+    totals = {"tokens": tokens, "flops": flops, "elapsed_s": seconds, "mfu": flops / seconds / peak if peak else None}
+    if args.price_per_hour is not None:
+        totals["cost"] = seconds / 3600 * args.price_per_hour
+    print(cost_line(totals, args.price_per_hour))
 
     adapter = lora.lora_state_dict(model) if args.lora_rank else None
     if adapter:

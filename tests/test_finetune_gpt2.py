@@ -3,6 +3,7 @@ layout and a byte-pair tokenizer trained on the shop's text with the `tokenizers
 LoRA fine-tuning lower the val loss, and the folder written at the end loads back with the same logits."""
 import importlib.util
 import os
+import re
 
 import numpy as np
 import pytest
@@ -42,12 +43,12 @@ def tiny_gpt2(tmp_path_factory):
 
 
 @pytest.mark.parametrize("lora_rank", [0, 8])
-def test_fine_tuning_lowers_the_val_loss_and_writes_a_folder_that_loads(tiny_gpt2, tmp_path, lora_rank):
+def test_fine_tuning_lowers_the_val_loss_and_writes_a_folder_that_loads(tiny_gpt2, tmp_path, lora_rank, capsys):
     out = tmp_path / "out"
     result = _example().main(["--init-from", str(tiny_gpt2), "--data", SHOP, "--out-dir", str(out),
                               "--block-size", "32", "--batch-size", "4", "--max-iters", "60", "--eval-interval", "60",
                               "--eval-iters", "2", "--lr", "3e-3", "--warmup-iters", "2", "--sample-tokens", "8",
-                              "--lora-rank", str(lora_rank)])
+                              "--lora-rank", str(lora_rank), "--price-per-hour", "2"])
     # LoRA trains attention's adapters only, which move a tiny random model's predictions less
     assert result["after"]["val"] < result["before"]["val"] - (0.02 if lora_rank else 0.1)
     assert (out / "adapter.safetensors").exists() == bool(lora_rank)
@@ -57,6 +58,8 @@ def test_fine_tuning_lowers_the_val_loss_and_writes_a_folder_that_loads(tiny_gpt
         want, got = result["model"].eval()(ids)[0], reloaded.eval()(ids)[0]
     np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert isinstance(result["samples"][0], str)
+    cost = r"^trained 7\.7k tokens, [\d.]+ [kMGT]?FLOP, .*\$[\d.e-]+ at \$2\.00/h$"      # 60 steps of 4 x 32 tokens
+    assert re.search(cost, capsys.readouterr().out, re.M)
 
 
 def test_sample_py_reads_the_written_folder_with_and_without_the_cache(tiny_gpt2, capsys):
