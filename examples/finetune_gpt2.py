@@ -27,7 +27,7 @@ from tinygrad_gpu.optim.lr_scheduler import warmup_cosine  # noqa: E402
 from tinygrad_gpu.tokenizers import GPT2Tokenizer  # noqa: E402
 from tinygrad_gpu.train import compute  # noqa: E402
 from tinygrad_gpu.train.loop import estimate_loss, training_step  # noqa: E402
-from tinygrad_gpu.train.reporting import cost_line  # noqa: E402
+from tinygrad_gpu.train.reporting import cost_line, run_totals  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -96,12 +96,9 @@ def main(argv=None) -> dict:
           f"{args.max_iters} iterations")
     # What the run cost, counted as every training run counts it (6N + 12LCT per token, even for LoRA,
     # which skips the frozen weights' gradients: the usual accounting, so MFUs compare)
-    tokens = args.max_iters * args.batch_size * block_size
     peak, _ = compute.peak_flops(device, model.transformer.wte.weight.dtype)
-    flops = tokens * model.flops_per_token()
-    totals = {"tokens": tokens, "flops": flops, "elapsed_s": seconds, "mfu": flops / seconds / peak if peak else None}
-    if args.price_per_hour is not None:
-        totals["cost"] = seconds / 3600 * args.price_per_hour
+    totals = run_totals(args.max_iters * args.batch_size * block_size, model.flops_per_token(), seconds, peak,
+                        args.price_per_hour)
     print(cost_line(totals, args.price_per_hour))
 
     adapter = lora.lora_state_dict(model) if args.lora_rank else None

@@ -47,23 +47,15 @@ class Report:
         return {**row, **self._cost(iter_num, row["elapsed_s"])}
 
     def totals(self, iter_num: int) -> dict:
-        """The whole run's figures, those of the runs it resumes included. Its MFU is over the elapsed
-        time, evaluations included: the time the machine was paid for, as the cost is."""
-        elapsed, flops = self.elapsed(), iter_num * self.tokens_per_step * self.flops_per_token
-        return {"tokens": iter_num * self.tokens_per_step, "flops": flops, "elapsed_s": elapsed,
-                "mfu": self._mfu(flops / max(elapsed, 1e-9)), **self._cost(iter_num, elapsed)}
+        """The whole run's figures, those of the runs it resumes included (run_totals)."""
+        return run_totals(iter_num * self.tokens_per_step, self.flops_per_token, self.elapsed(), self.peak_flops,
+                          self.price_per_hour)
 
     def _mfu(self, flops_per_sec: float):
         return None if self.peak_flops is None else _significant(flops_per_sec / self.peak_flops)
 
     def _cost(self, iter_num: int, elapsed_s: float) -> dict:
-        """The dollars spent after `elapsed_s` seconds, and per million tokens trained (None before the
-        first); nothing without --price-per-hour."""
-        if self.price_per_hour is None:
-            return {}
-        cost, tokens = elapsed_s / 3600 * self.price_per_hour, iter_num * self.tokens_per_step
-        per_million = _significant(cost / tokens * 1e6) if tokens else None
-        return {"cost": _significant(cost), "cost_per_million_tokens": per_million}
+        return _cost(iter_num * self.tokens_per_step, elapsed_s, self.price_per_hour)
 
     def record(self, row: dict) -> None:
         with open(self.path, "a") as f:
@@ -103,6 +95,26 @@ class Report:
     def close(self) -> None:
         self.progress.close()
         _plot(self.metrics, os.path.join(os.path.dirname(self.path), "loss.png"))
+
+
+def run_totals(tokens: int, flops_per_token: float, elapsed_s: float, peak_flops: float = None,
+               price_per_hour: float = None) -> dict:
+    """A run's figures, for cost_line: tokens and FLOPs trained, seconds, the MFU over those seconds
+    (evaluations included: the time the machine was paid for, as the cost is), and the cost."""
+    flops = tokens * flops_per_token
+    mfu = None if peak_flops is None else _significant(flops / max(elapsed_s, 1e-9) / peak_flops)
+    return {"tokens": tokens, "flops": flops, "elapsed_s": elapsed_s, "mfu": mfu,
+            **_cost(tokens, elapsed_s, price_per_hour)}
+
+
+def _cost(tokens: int, elapsed_s: float, price_per_hour: float = None) -> dict:
+    """The dollars spent after `elapsed_s` seconds, and per million tokens trained (None before the
+    first); nothing without a price."""
+    if price_per_hour is None:
+        return {}
+    cost = elapsed_s / 3600 * price_per_hour
+    per_million = _significant(cost / tokens * 1e6) if tokens else None
+    return {"cost": _significant(cost), "cost_per_million_tokens": per_million}
 
 
 def cost_line(totals: dict, price_per_hour: float = None) -> str:
