@@ -5,7 +5,7 @@
 #     bash benchmarks/gpu_check.sh [log_folder]
 #
 # Each part runs under its own time limit, so a slow one cannot eat the others' time (about
-# eleven minutes in all at most); each part's whole output is kept in log_folder, and a short
+# twelve minutes in all at most); each part's whole output is kept in log_folder, and a short
 # table of what came out is printed at the end. Nothing here changes the GPU's settings.
 # PYTHON picks the interpreter (default python3).
 set -u
@@ -38,12 +38,14 @@ part kernels    60 "$py" benchmarks/kernels.py
 part step      100 "$py" benchmarks/step.py --device cuda --config all --json "$logs/step.json"
 part scaling    45 "$py" benchmarks/scaling.py --device cuda --with-torch --quick
 part infer      90 "$py" benchmarks/train_vs_infer.py --device cuda
+part nccl       60 "$py" benchmarks/data_parallel.py --nccl
 
 echo
 echo "=== summary (logs in $logs)"
 printf '%s\n' "${summary[@]}"
 for name in tests cudapass; do echo "$name: $(grep -h -E "passed|failed|error" "$logs/$name.log" | tail -1)"; done
 grep -h -E "^(==|host syncs per step)" "$logs/readiness.log"
+grep -h -E "^(nccl: |step time|.*(MISMATCH|FAILED|skipped: ))" "$logs/nccl.log"
 "$py" - "$logs/step.json" <<'EOF'
 import json, sys
 try:

@@ -73,7 +73,7 @@ def measure_standin(config: dict, steps: int) -> int:
     for step in range(steps):
         counters.reset()
         x, y = dataset.batch("train", config["batch_size"], rng)
-        loss, _ = training_step(model, optimizer, x, y, 1.0)
+        loss, _ = training_step(model, optimizer, [(x, y)], 1.0)
         c = counters
         print(f"{step:>4} {c.host_syncs:>6} {c.bytes_to_device:>10,} {c.bytes_to_host:>8,} "
               f"{c.launches:>9,} ({c.raw_launches:>3}) {c.allocations:>12,} {c.function_lookups:>8}")
@@ -97,7 +97,7 @@ def measure_real(config: dict, steps: int) -> int:
         x, y = dataset.batch("train", config["batch_size"], rng)
         try:
             with cupyx.allow_synchronize(False):
-                loss, _ = training_step(model, optimizer, x, y, 1.0)
+                loss, _ = training_step(model, optimizer, [(x, y)], 1.0)
         except cupyx.DeviceSynchronized:          # the first sync stops the step: show where, and stop
             import traceback
             traceback.print_exc(limit=-4)

@@ -43,7 +43,7 @@ def worker(args) -> dict:
         ids = rng.integers(0, config.vocab_size, (args.batch_size, args.block_size + 1))
         x, y = tg.tensor(ids[:, :-1], device=args.device), tg.tensor(ids[:, 1:], device=args.device)
         start = time.perf_counter()
-        loss, _ = training_step(model, optimizer, x, y, 1.0)
+        loss, _ = training_step(model, optimizer, [(x, y)], 1.0)
         loss.item()                     # the step's work is done once its loss can be read
         if i >= args.warmup:
             times.append(time.perf_counter() - start)

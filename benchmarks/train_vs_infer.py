@@ -101,7 +101,7 @@ def time_training(model: GPT, device: str, batch: int, steps: int, warmup: int, 
         ids = rng.integers(0, vocab, (batch, block + 1))
         x, y = tg.tensor(ids[:, :-1], device=device), tg.tensor(ids[:, 1:], device=device)
         start = time.perf_counter()
-        loss, _ = training_step(model, optimizer, x, y, GRAD_CLIP)
+        loss, _ = training_step(model, optimizer, [(x, y)], GRAD_CLIP)
         loss.item()                     # a host read: on a GPU it waits until the step's work is done
         if i >= warmup:
             times.append(time.perf_counter() - start)

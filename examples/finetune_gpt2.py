@@ -85,7 +85,7 @@ def main(argv=None) -> dict:
         for group in optimizer.param_groups:
             group["lr"] = warmup_cosine(iter_num - 1, args.lr, args.warmup_iters, args.max_iters, args.lr / 10)
         x, y = dataset.batch("train", args.batch_size, rng)
-        loss, _ = training_step(model, optimizer, x, y, args.grad_clip)
+        loss, _ = training_step(model, optimizer, [(x, y)], args.grad_clip)
         if iter_num % args.eval_interval == 0 or iter_num == args.max_iters:
             losses = estimate_loss(model, dataset, args)
             print(f"iter {iter_num}: loss {loss.item():.4f}; train {losses['train']:.4f}, val {losses['val']:.4f}; "

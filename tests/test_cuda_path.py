@@ -60,7 +60,7 @@ def test_tensors_made_for_the_second_gpu_stay_there():
         pytest.skip("one GPU")
     model = tiny_gpt("cuda:1", dropout=0.1)
     x = tg.randint(0, 11, (2, 8), device="cuda:1")
-    loss, norm = training_step(model, model.configure_optimizers(0.1, 1e-3), x, x, 1.0)
+    loss, norm = training_step(model, model.configure_optimizers(0.1, 1e-3), [(x, x)], 1.0)
     assert loss.device == norm.device == "cuda:1"
     assert all(p.data.device.id == 1 and p.grad.data.device.id == 1 for p in model.parameters())
     assert tg.randn(3, device="cuda:1").data.device.id == 1
@@ -108,9 +108,9 @@ def test_a_training_step_never_waits_for_the_gpu_and_allocates_no_float64(monkey
     model = tiny_gpt(dropout=0.1)
     optimizer = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99))
     x, y = tg.randint(0, 11, (2, 8), device="cuda"), tg.randint(0, 11, (2, 8), device="cuda")
-    training_step(model, optimizer, x, y, 1.0)     # the first step builds the optimizer's state
+    training_step(model, optimizer, [(x, y)], 1.0)     # the first step builds the optimizer's state
     counters.reset()
-    training_step(model, optimizer, x, y, 1.0)
+    training_step(model, optimizer, [(x, y)], 1.0)
     assert counters.host_syncs == 0, counters.sites
     assert counters.raw_launches > 0 and counters.function_lookups == 0
     assert "float64" not in counters.allocated_dtypes

@@ -60,8 +60,8 @@ def test_smoke_run_writes_metrics_checkpoint_and_samples(tmp_path, corpus, model
     assert result.returncode == 0, result.stderr
     rows = _metrics(out)
     assert [r["iter"] for r in rows] == [0, 10, 20, 30]
-    assert set(rows[0]) == {"iter", "train_loss", "val_loss", "lr", "tokens_per_sec", "elapsed_s", "flops",
-                            "tflops_per_sec", "mfu"}           # cost fields only with --price-per-hour
+    assert set(rows[0]) == {"iter", "train_loss", "val_loss", "lr", "tokens_per_sec", "world_size", "elapsed_s",
+                            "flops", "tflops_per_sec", "mfu"}           # cost fields only with --price-per-hour
     assert rows[-1]["train_loss"] < rows[0]["train_loss"] - 0.3, rows
     assert os.path.exists(os.path.join(out, "ckpt.safetensors"))
     assert "--- sample 1 ---" in result.stdout and "final: train loss" in result.stdout

@@ -11,7 +11,7 @@ training step; then device.py, dtypes.py, tensor.py (Tensor and Function), autog
 backward pass) and gradient_sums.py, ops/ (each op's forward and backward side by side),
 nn/functional.py, gradcheck.py.
 """
-from . import dtypes, nn, optim, viz
+from . import distributed, dtypes, nn, optim, viz
 from .backends import backends
 from .checkpoint import load, save
 from .autograd import grad

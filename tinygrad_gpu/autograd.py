@@ -20,8 +20,15 @@ be differentiated again. An op whose backward works on arrays (a CUDA kernel, or
 reference) records nothing; it names a ``composition`` instead, the same op written as
 Tensor ops, and that is what this engine differentiates when a graph is wanted
 (``_differentiate_composition``).
+
+Two hooks let code outside watch a backward run (DistributedDataParallel uses both, to start
+averaging gradients across processes while backward is still going): a leaf's post-accumulate
+hook runs as soon as the leaf's ``.grad`` is complete for this backward, and ``queue_callback``
+runs a function once the whole backward has finished.
 """
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -47,6 +54,19 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
     wanted = None if inputs is None else {id(t._node()) for t in inputs}
     needed = None if inputs is None else _nodes_leading_to(wanted, order)
     captured = {}
+    _queued_callbacks.append([])
+    try:
+        _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, inputs is None)
+        queued = _queued_callbacks[-1]
+    finally:
+        _queued_callbacks.pop()
+    for callback in queued:
+        callback()
+    return captured
+
+
+def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, into_leaves) -> None:
+    """Step 2 and 3 above: each node's backward, in order, its results added into its inputs' sums."""
     with set_grad_enabled(create_graph):
         for node in order:
             with devices.use(node.device):                      # on a GPU: where this node lives
@@ -56,8 +76,11 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                 if wanted is not None and id(node) in wanted:
                     captured[id(node)], spare = grad, False    # the caller's array from now on
                 if isinstance(node, Tensor):                    # a leaf
-                    if inputs is None:
+                    if into_leaves:
                         _accumulate_into_leaf(node, grad, spare, create_graph)
+                        hooks = _post_accumulate_grad_hooks.get(id(node)) if _post_accumulate_grad_hooks else None
+                        for hook in list(hooks.values()) if hooks else ():
+                            hook(node)
                     continue
                 if needed is not None and id(node) not in needed:
                     continue
@@ -67,7 +90,42 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                 for child, shape, child_grad in zip(node.next_nodes, node.input_meta, input_grads):
                     if child is not None and child_grad is not None:
                         sums.add(child, child_grad, shape, spare=node.returns_spare_gradients)
-    return captured
+
+
+# ----------------------------------------------------------------------------- hooks
+_post_accumulate_grad_hooks = {}     # id(leaf) -> {handle id: hook(leaf)}; an entry goes when its leaf does
+_queued_callbacks = []          # one list per backward running now (a backward may run inside another)
+
+
+class RemovableHandle:
+    """What registering a hook returns: remove() unregisters it."""
+
+    def __init__(self, hooks: dict):
+        self.hooks, self.id = hooks, id(self)
+
+    def remove(self) -> None:
+        self.hooks.pop(self.id, None)
+
+
+def register_post_accumulate_grad_hook(leaf: Tensor, hook) -> RemovableHandle:
+    """Run hook(leaf) each time a backward has finished adding into ``leaf.grad``."""
+    if leaf._ctx is not None or not leaf.requires_grad:
+        raise RuntimeError("register_post_accumulate_grad_hook: only a leaf tensor that requires grad has a .grad "
+                           "to accumulate into")
+    hooks = _post_accumulate_grad_hooks.get(id(leaf))
+    if hooks is None:
+        hooks = _post_accumulate_grad_hooks[id(leaf)] = {}
+        weakref.finalize(leaf, _post_accumulate_grad_hooks.pop, id(leaf), None)
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
+def queue_callback(callback) -> None:
+    """Run callback() once the backward now running has finished (call it from a hook)."""
+    if not _queued_callbacks:
+        raise RuntimeError("queue_callback: no backward is running; call it from a hook during backward()")
+    _queued_callbacks[-1].append(callback)
 
 
 def _call_backward(node, grad: Tensor, spare: bool, create_graph: bool) -> tuple:

@@ -108,8 +108,15 @@ class TextDataset:
 
     def batch(self, split: str, batch_size: int, rng: np.random.Generator):
         """(x, y): `batch_size` random windows of `block_size` ids, and the same shifted by one."""
+        return self.windows(split, self.draw_starts(split, batch_size, rng))
+
+    def draw_starts(self, split: str, count: int, rng: np.random.Generator) -> np.ndarray:
+        """Where `count` random windows start (on the host: a few integers per window)."""
+        return rng.integers(0, len(self.splits[split]) - self.block_size, size=count)
+
+    def windows(self, split: str, starts: np.ndarray):
+        """(x, y): the windows of `block_size` ids that begin at `starts`, and the same shifted by one."""
         data = self.on_device[split]
-        starts = rng.integers(0, len(data) - self.block_size, size=batch_size)
         with devices.use(self.device):
             if self._window is None:              # 0 .. block_size - 1, made once, not in every batch
                 self._window = devices.array_module(self.device).arange(self.block_size)[None, :]

@@ -63,6 +63,12 @@ def cuda_available() -> bool:
     return _cupy is not None
 
 
+def cuda_problem() -> str:
+    """Why there is no cuda device here ("" when there is one)."""
+    _probe_cuda()
+    return _cuda_problem
+
+
 def cupy():
     """The cupy module behind ``cuda`` (the real one, or the stand-in); None without cuda."""
     return _cupy if cuda_available() else None

@@ -372,6 +372,11 @@ class Tensor:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see autograd.backward)."""
         _autograd.backward([self], None if gradient is None else [gradient], retain_graph, create_graph)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Run hook(self) whenever a backward has finished adding into this leaf's ``.grad``; returns a
+        handle whose remove() unregisters it (autograd.py)."""
+        return _autograd.register_post_accumulate_grad_hook(self, hook)
+
     # ------------------------------------------------------------------ helpers for ops
     def _scalar_like(self, value) -> Tensor:
         """A Python number as a 0-d tensor on this device, with PyTorch's scalar dtype rule."""

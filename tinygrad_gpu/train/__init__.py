@@ -3,8 +3,9 @@
 Read loop.py first (the loop, on one screen); then config.py (the settings, each a documented
 flag, the model they describe, freezing), checkpointing.py (save, resume, whose folder --out-dir
 is), divergence.py (stopping a run whose loss is no longer a number), reporting.py (progress,
-metrics.jsonl, the plot, FLOPs, MFU and cost), compute.py (the device's peak FLOP/s) and cli.py
-(flags, one-line errors, the last lines).
+metrics.jsonl, the plot, FLOPs, MFU and cost), compute.py (the device's peak FLOP/s), ranks.py
+(the processes of a run under mpiexec: each one's share of a batch) and cli.py (flags, one-line
+errors, the last lines).
 """
 from .checkpointing import CHECKPOINT_NAME, CheckpointError
 from .cli import one_line_errors, parse_args, run

@@ -3,7 +3,8 @@
 
 A checkpoint holds everything needed to continue exactly where the run was: the weights, AdamW's
 moments, the iteration, the tokenizer (its description: tokenizers.py), the architecture, the
-settings, and both random streams (the batches' and the model's, which dropout draws from).
+settings, and both random streams (the batches' and the model's, which dropout draws from; under
+mpiexec, every rank's model stream, and the number of ranks).
 tg.save writes it atomically, so a kill mid-save leaves the previous one.
 """
 from __future__ import annotations
@@ -25,13 +26,22 @@ class CheckpointError(ConfigError):
 
 
 def save(path: str, model, optimizer, iter_num: int, tokenizer, settings: dict, config: TrainConfig,
-         data_rng) -> None:
+         data_rng, rank_states: list = None) -> None:
+    """`rank_states`: every rank's rng_state() under mpiexec (the data stream is alike on all ranks)."""
+    rank_states = rank_states or [rng_state()]
+    rng = {"data": data_rng.bit_generator.state, **rank_states[0]}
+    if len(rank_states) > 1:
+        rng["ranks"] = rank_states
     checkpoint.save({
         "model": model.state_dict(), "optimizer": optimizer.state_dict(), "iter": iter_num,
         "tokenizer": tokenizer.describe(), "model_settings": settings, "config": config.flags(),
-        "rng": {"data": data_rng.bit_generator.state, "model": random.get_rng_state(),
-                "cuda": random.get_cuda_rng_state_all()},
+        "rng": rng, "world_size": len(rank_states),
     }, path)
+
+
+def rng_state() -> dict:
+    """This process's model streams (dropout's): the CPU generator's state and each GPU stream's."""
+    return {"model": random.get_rng_state(), "cuda": random.get_cuda_rng_state_all()}
 
 
 def read(path: str, needs=FOR_WEIGHTS) -> dict:
@@ -99,11 +109,25 @@ def load_weights(model, saved: dict) -> None:
         raise CheckpointError(f"the checkpoint's weights do not fit its model: {e}") from None
 
 
-def restore(saved: dict, optimizer, data_rng) -> int:
-    """Put AdamW's state and both random streams back as the saved run left them; its iteration.
-    (The weights are already in: they were loaded before the optimizer was made.)"""
+def restore(saved: dict, optimizer, data_rng, rank: int = 0) -> int:
+    """Put AdamW's state and both random streams (rank `rank`'s model stream) back as the saved run
+    left them; its iteration. (The weights are already in: they were loaded before the optimizer was made.)"""
     optimizer.load_state_dict(saved["optimizer"])
     data_rng.bit_generator.state = saved["rng"]["data"]
-    random.set_rng_state(saved["rng"]["model"])
-    random.set_cuda_rng_state_all(saved["rng"].get("cuda", {}))     # absent from checkpoints made on a cpu
+    own = saved["rng"]["ranks"][rank] if "ranks" in saved["rng"] else saved["rng"]
+    random.set_rng_state(own["model"])
+    random.set_cuda_rng_state_all(own.get("cuda", {}))     # absent from checkpoints made on a cpu
     return saved["iter"]
+
+
+def check_world_size(saved: dict, world_size: int, config: TrainConfig) -> None:
+    """--resume continues with as many processes as saved the run: each one's share of the batches and
+    its random stream depend on how many there are."""
+    if not config.resume:
+        return
+    saved_by = saved.get("world_size", 1)
+    if saved_by != world_size:
+        how = f"mpiexec -n {saved_by} python -m mpi4py ..." if saved_by > 1 else "one process, without mpiexec"
+        raise CheckpointError(f"the run in {config.out_dir} was saved by {saved_by} process(es) and this one has "
+                              f"{world_size}; each process's share of the batches and its random stream depend on "
+                              f"the number, so resume it the way it ran: {how}")

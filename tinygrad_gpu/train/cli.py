@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import sys
 
+from .. import distributed
 from ..data import DataError
 from .config import GROUPS, ConfigError, TrainConfig
 from .divergence import TrainingDiverged
@@ -27,15 +28,26 @@ class Parser(argparse.ArgumentParser):
 def one_line_errors():
     """Settings, data and checkpoints that cannot work end the program with one line, `error: ...`, and
     exit code 2; a run that diverged, the same way with exit code 1. Anything else is a bug and
-    keeps its traceback."""
+    keeps its traceback. Under mpiexec the line names the rank, and every rank of the job ends
+    (the others would otherwise wait for this one forever)."""
     try:
         yield
     except (ConfigError, DataError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
+        _fail(e, 2)
     except TrainingDiverged as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(1) from None
+        _fail(e, 1)
+
+
+def _fail(error: Exception, exit_code: int) -> None:
+    if distributed.is_initialized():
+        rank, world = distributed.get_rank(), distributed.get_world_size()
+    else:                           # an error before the group was formed (no GPU for nccl, say)
+        rank, world = distributed.launcher_rank()
+    if world == 1:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(exit_code) from None
+    print(f"error (rank {rank} of {world}): {error}", file=sys.stderr, flush=True)
+    distributed.abort_job(exit_code)
 
 
 def parse_args(argv=None, defaults: TrainConfig = None, description: str = None) -> TrainConfig:
@@ -71,6 +83,8 @@ def run(config: TrainConfig) -> dict:
     """train() for programs: one-line errors, the samples, and a last line that says where the run stands."""
     with one_line_errors():
         summary = train(config)
+    if summary["rank"]:             # under mpiexec, rank 0 speaks for the run
+        return summary
     for i, text in enumerate(summary["samples"]):
         print(f"--- sample {i + 1} ---\n{text}")
     last = summary["metrics"][-1] if summary["metrics"] else None

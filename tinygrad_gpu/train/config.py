@@ -42,6 +42,10 @@ class TrainConfig:
                                     "layer, which shares the token embedding)")
     freeze_layers: int = _flag(0, "model", "do not train the first N transformer blocks (GPT only)")
     batch_size: int = _flag(12, "optimisation", "windows of --block-size characters per step")
+    gradient_accumulation_steps: int = _flag(None, "optimisation", "micro-batches of --batch-size windows per "
+                                             "step, across all processes; each process runs an equal share, so "
+                                             "under mpiexec it must be a multiple of their number",
+                                             shown="one per process")
     lr: float = _flag(1e-3, "optimisation", "AdamW's peak learning rate")
     weight_decay: float = _flag(0.1, "optimisation", "AdamW's decoupled weight decay, on matrices only")
     beta1: float = _flag(0.9, "optimisation", "AdamW's decay rate of the gradients' mean, in [0, 1)")
@@ -66,6 +70,8 @@ class TrainConfig:
                            shown="on when the output is a terminal")
     device: str = _flag(None, "devices", "cpu, cuda (cuda:N) or emu (our CUDA kernels on the CPU, slow)",
                         shown="cuda when a GPU is visible, else cpu")
+    backend: str = _flag(None, "devices", "how processes started by mpiexec average their gradients: mpi (host "
+                         "memory, cpu) or nccl (GPUs)", choices=("mpi", "nccl"), shown="nccl on cuda, else mpi")
     price_per_hour: float = _flag(None, "devices", "what an hour of this machine costs, in dollars: adds the cost "
                                   "so far to metrics.jsonl and to the run's last line", shown="no cost shown")
     # The flags given on the command line (parse_args fills it): the architecture flags among them
@@ -100,8 +106,9 @@ def validate(config: TrainConfig) -> str:
             raise ConfigError(f"{flag(name)} must not be negative, got {getattr(config, name)}")
     if config.price_per_hour is not None and config.price_per_hour < 0:
         raise ConfigError(f"--price-per-hour must not be negative, got {config.price_per_hour}")
-    if config.lr_decay_iters is not None and config.lr_decay_iters <= 0:
-        raise ConfigError(f"--lr-decay-iters must be positive, got {config.lr_decay_iters}")
+    for name in ("lr_decay_iters", "gradient_accumulation_steps"):
+        if getattr(config, name) is not None and getattr(config, name) <= 0:
+            raise ConfigError(f"{flag(name)} must be positive, got {getattr(config, name)}")
     for name in ("dropout", "beta1", "beta2"):
         if not 0 <= getattr(config, name) < 1:
             raise ConfigError(f"{flag(name)} must be in [0, 1), got {getattr(config, name)}")

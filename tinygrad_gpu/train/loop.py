@@ -4,17 +4,23 @@ One iteration: draw a batch of windows, forward to a loss, backward, clip the gr
 norm, AdamW step, with the learning rate from a warmup + cosine schedule. Every
 `eval_interval` iterations: the mean loss over `eval_iters` fixed batches of each split, a
 checkpoint (checkpointing.py), and a line in OUT_DIR/metrics.jsonl (reporting.py), so that
-`--resume` continues exactly where it left off.
+`--resume` continues exactly where it left off. A batch may be cut into micro-batches whose
+gradients add up (--gradient-accumulation-steps), and shared among processes started by mpiexec
+(ranks.py), which average their gradients through DistributedDataParallel.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sys
 
 import numpy as np
 
 from .. import random
 from ..data import DataError, TextDataset, load_corpus
+from ..nn.parallel import DistributedDataParallel
+from ..ops.movement import stack
 from ..optim import clip_grad_norm_
 from ..optim.lr_scheduler import warmup_cosine
 from ..tensor import Tensor, no_grad
@@ -22,38 +28,69 @@ from ..tokenizers import Tokenizer
 from . import checkpointing, compute
 from .config import TrainConfig, build_model, freeze, validate
 from .divergence import DivergenceWatch
+from .ranks import Ranks
 from .reporting import Report
 
 
 def train(config: TrainConfig, log=print) -> dict:
     """Run (or resume) training; return the final losses, samples, and what the run computed and cost
-    (reporting.Report.totals: tokens, flops, elapsed_s, mfu, and cost with --price-per-hour)."""
-    device = validate(config)
-    checkpointing.claim_out_dir(config)
+    (reporting.Report.totals: tokens, flops, elapsed_s, mfu, and cost with --price-per-hour). Under
+    mpiexec, every rank calls it (ranks.py); rank 0 alone logs, writes and samples."""
+    ranks = Ranks(config, validate(config))
+    try:
+        summary = _train(config, ranks, log if ranks.is_main else _silent)
+    except BaseException:
+        if ranks.world_size == 1:       # with others, the group stays for cli.one_line_errors to end the job
+            ranks.close()
+        raise
+    ranks.close()
+    return summary
+
+
+def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
+    device = ranks.device
+    checkpointing.claim_out_dir(config)       # every rank looks before any rank writes (rank 0 waits in describe)
     model, dataset, settings, saved = _prepare(config, device, log)
+    checkpointing.check_world_size(saved, ranks.world_size, config)
+    if ranks.rank:                  # dropout's stream differs per rank; rank 0 keeps a single process's
+        random.manual_seed(config.seed + ranks.rank)
     freeze(model, config)
     optimizer = model.configure_optimizers(config.weight_decay, config.lr, (config.beta1, config.beta2))
-    data_rng = np.random.default_rng(config.seed)
-    os.makedirs(config.out_dir, exist_ok=True)
+    data_rng = np.random.default_rng(config.seed)       # alike on every rank: all draw the same windows
+    if ranks.is_main:
+        os.makedirs(config.out_dir, exist_ok=True)
     iter_num = 0
     if config.resume:
-        iter_num = checkpointing.restore(saved, optimizer, data_rng)
+        iter_num = checkpointing.restore(saved, optimizer, data_rng, ranks.rank)
         log(f"resuming from iteration {iter_num} of {config.max_iters}")
+    trainer = DistributedDataParallel(model) if ranks.communicates else model     # averages the gradients
+    if ranks.communicates:
+        log(ranks.describe())
+        sys.stdout.flush()          # the pids, where a job that hangs before its first evaluation shows them
     n_params = sum(p.numel() for p in model.parameters())
     log(f"{settings['model']}: {n_params / 1e6:.2f}M parameters, vocabulary {dataset.tokenizer.vocab_size}, "
         f"train {len(dataset.splits['train']):,} / val {len(dataset.splits['val']):,} tokens, device {device}")
+    tokens_per_step = ranks.global_micro_batches * config.batch_size * settings["block_size"]
+    if ranks.global_micro_batches > 1:
+        log(f"each step: {ranks.global_micro_batches} micro-batches of {config.batch_size} windows "
+            f"({ranks.micro_batches} per process), {tokens_per_step:,} tokens")
     flops_per_token = model.flops_per_token()
-    peak, peak_source = compute.peak_flops(device, next(model.parameters()).dtype)
-    log(f"{flops_per_token / 1e6:.2f} MFLOP per token trained; " +
-        (f"peak {peak / 1e12:.3g} TFLOP/s ({peak_source})" if peak is not None else peak_source))
-    report = Report(config, iter_num, config.batch_size * settings["block_size"], flops_per_token, peak)
+    peak, in_use = None, ranks.devices_in_use()         # (every rank: a collective)
+    if ranks.is_main:               # only rank 0 reports, and one probe of the CPU at a time measures it right
+        peak, peak_source = compute.peak_flops(device, next(model.parameters()).dtype)
+        peak = peak * in_use if peak is not None else None
+        log(f"{flops_per_token / 1e6:.2f} MFLOP per token trained; " +
+            (f"peak {peak / 1e12:.3g} TFLOP/s ({peak_source})" if peak is not None else peak_source))
+    report = Report(config, iter_num, tokens_per_step, flops_per_token, peak, ranks.world_size, ranks.is_main)
     watch = DivergenceWatch(config)
     decay_iters = config.lr_decay_iters or config.max_iters
 
     def save_checkpoint():
         watch.check()               # never a checkpoint of weights that diverged
-        checkpointing.save(os.path.join(config.out_dir, checkpointing.CHECKPOINT_NAME), model, optimizer, iter_num,
-                           dataset.tokenizer, settings, config, data_rng)
+        rank_states = ranks.gather(checkpointing.rng_state())      # every rank's dropout stream
+        if ranks.is_main:
+            checkpointing.save(os.path.join(config.out_dir, checkpointing.CHECKPOINT_NAME), model, optimizer,
+                               iter_num, dataset.tokenizer, settings, config, data_rng, rank_states)
         watch.saved_at = iter_num
 
     # Overflows show up as an inf or nan loss, which the watch reports: NumPy's warnings would only repeat it.
@@ -65,19 +102,19 @@ def train(config: TrainConfig, log=print) -> dict:
             evaluation_due = iter_num % config.eval_interval == 0 or iter_num == config.max_iters
             if evaluation_due and iter_num not in report.evaluated:   # a resumed run may start at one it has
                 watch.check()
-                losses = estimate_loss(model, dataset, config)
+                losses = estimate_loss(model, dataset, config, ranks)
                 watch.check_losses(iter_num, losses)
                 row = report.measure(iter_num, losses, lr)
                 save_checkpoint()           # after measuring: saving is not training time
                 report.record(row)
             if iter_num >= config.max_iters:
                 break
-            if stop.requested:
+            if ranks.any(stop.requested):   # all ranks stop at the same step, and save once
                 save_checkpoint()
                 report.write(f"interrupted: checkpoint saved at iteration {iter_num}; continue with --resume")
                 break
-            x, y = dataset.batch("train", config.batch_size, data_rng)
-            loss, norm = training_step(model, optimizer, x, y, config.grad_clip)
+            batches = ranks.batches(dataset, "train", config.batch_size, data_rng)
+            loss, norm = training_step(trainer, optimizer, batches, config.grad_clip)
             watch.note(iter_num, loss, norm)
             iter_num += 1
             report.step(iter_num, loss)
@@ -85,27 +122,35 @@ def train(config: TrainConfig, log=print) -> dict:
                 watch.check()
     totals = report.totals(iter_num)        # before sampling: the figures are the training's
     samples = []
-    if iter_num >= config.max_iters and config.num_samples:
+    if iter_num >= config.max_iters and config.num_samples and ranks.is_main:
         samples = sample(model, dataset.tokenizer, config.num_samples, config.sample_tokens, temperature=0.8,
                          device=device)
     last = report.metrics[-1] if report.metrics else {}
     return {"iter": iter_num, "train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
             **totals, "metrics": report.metrics, "samples": samples,
-            "interrupted": iter_num < config.max_iters}
+            "interrupted": iter_num < config.max_iters, "rank": ranks.rank, "world_size": ranks.world_size}
 
 
-def training_step(model, optimizer, x: Tensor, y: Tensor, grad_clip: float):
+def training_step(model, optimizer, batches: list, grad_clip: float):
     """Forward, backward, clip, update: (the loss without its graph, the norm before clipping or None).
 
-    Nothing in it reads a number on the host, so on a GPU the host queues the whole step and
-    runs ahead (benchmarks/gpu_readiness.py counts: 0 host syncs).
+    `batches` are the step's micro-batches, (x, y) each. Their gradients add up in .grad, each loss
+    scaled by 1 / len(batches), so the step is the one their union would give in one batch (gradient
+    accumulation). Under DistributedDataParallel only the last backward averages across ranks.
+    Nothing here reads a number on the host, so on a GPU the host queues the whole step and runs
+    ahead (benchmarks/gpu_readiness.py counts: 0 host syncs).
     """
-    _, loss = model(x, y)
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    losses = []
+    for i, (x, y) in enumerate(batches):
+        local = i < len(batches) - 1 and isinstance(model, DistributedDataParallel)
+        with model.no_sync() if local else contextlib.nullcontext():
+            _, loss = model(x, y)
+            (loss if len(batches) == 1 else loss / len(batches)).backward()
+        losses.append(loss.detach())
     norm = clip_grad_norm_(optimizer_params(optimizer), grad_clip) if grad_clip else None
     optimizer.step()
-    return loss.detach(), norm
+    return (losses[0] if len(losses) == 1 else stack(losses).mean()), norm
 
 
 def _prepare(config: TrainConfig, device: str, log):
@@ -132,10 +177,11 @@ def _prepare(config: TrainConfig, device: str, log):
 
 
 @no_grad()
-def estimate_loss(model, dataset: TextDataset, config: TrainConfig) -> dict:
+def estimate_loss(model, dataset: TextDataset, config: TrainConfig, ranks: Ranks = None) -> dict:
     """Mean loss over `eval_iters` batches per split. The batches are the same at every
     evaluation (their own seeded generator), so the curve shows the model changing, not the
-    batches, and evaluation leaves the training random stream untouched."""
+    batches, and evaluation leaves the training random stream untouched. Batches are as large as a
+    training step's; under mpiexec each rank evaluates its share and the ranks add up their sums."""
     was_training = model.training
     model.eval()
     losses = {}
@@ -143,9 +189,11 @@ def estimate_loss(model, dataset: TextDataset, config: TrainConfig) -> dict:
         rng = np.random.default_rng([config.seed, number])
         total = 0.0
         for _ in range(config.eval_iters):
-            x, y = dataset.batch(split, config.batch_size, rng)
-            total += model(x, y)[1].item()
-        losses[split] = total / config.eval_iters
+            for x, y in ranks.batches(dataset, split, config.batch_size, rng) if ranks else \
+                    [dataset.batch(split, config.batch_size, rng)]:
+                total += model(x, y)[1].item()
+        micro_batches = ranks.global_micro_batches if ranks else 1
+        losses[split] = (ranks.total(total) if ranks else total) / (config.eval_iters * micro_batches)
     model.train(was_training)
     return losses
 
@@ -165,6 +213,10 @@ def sample(model, tokenizer: Tokenizer, num_samples: int, max_new_tokens: int, p
     start = Tensor(np.tile(tokenizer.encode(prompt), (num_samples, 1)), device=device)
     out = model.generate(start, max_new_tokens, temperature=temperature, top_k=top_k, **options)
     return [tokenizer.decode(row) for row in out.numpy()]
+
+
+def _silent(*args, **kwargs):
+    """The log of ranks other than 0: one voice per run."""
 
 
 class _StopRequest:

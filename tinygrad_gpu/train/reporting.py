@@ -17,21 +17,25 @@ METRICS_NAME = "metrics.jsonl"
 class Report:
     """One run's reporting. Each evaluation becomes a row of metrics.jsonl and a printed line;
     each step moves the progress bar, which shows the loss, speed and MFU every 10 iterations.
-    `peak_flops` is the device's (compute.peak_flops), None where unknown: then no MFU."""
+    `peak_flops` is the devices' (compute.peak_flops), None where unknown: then no MFU.
+    `tokens_per_step` counts every process's tokens. Under mpiexec only rank 0's report (`main`)
+    shows and writes anything; the others keep the same rows, to agree on what is left to do."""
 
-    def __init__(self, config, iter_num: int, tokens_per_step: int, flops_per_token: int, peak_flops: float = None):
-        self.path = os.path.join(config.out_dir, METRICS_NAME)
+    def __init__(self, config, iter_num: int, tokens_per_step: int, flops_per_token: int, peak_flops: float = None,
+                 world_size: int = 1, main: bool = True):
+        self.path, self.main, self.world_size = os.path.join(config.out_dir, METRICS_NAME), main, world_size
         if config.resume:       # the rows written after the checkpoint are about to be redone
             self.metrics = _read_metrics(self.path, iter_num)
-            _write_lines(self.path, self.metrics)
+            if main:
+                _write_lines(self.path, self.metrics)
         else:
             self.metrics = []
-            if os.path.exists(self.path):
+            if main and os.path.exists(self.path):
                 os.remove(self.path)
         self.evaluated = {row["iter"] for row in self.metrics}
         self.tokens_per_step, self.max_iters = tokens_per_step, config.max_iters
         self.flops_per_token, self.peak_flops, self.price_per_hour = flops_per_token, peak_flops, config.price_per_hour
-        self.progress = _progress_bar(config, iter_num)
+        self.progress = _progress_bar(config, iter_num) if main else _Silent()
         self.start = time.time() - (self.metrics[-1]["elapsed_s"] if self.metrics else 0.0)
         self.interval_start, self.interval_steps = time.time(), 0
         self.shown_at, self.shown_iter = time.time(), iter_num
@@ -40,7 +44,8 @@ class Report:
         """The metrics row of an evaluation; the speed is over the steps since the last one."""
         tokens_per_sec = self.interval_steps * self.tokens_per_step / max(time.time() - self.interval_start, 1e-9)
         row = {"iter": iter_num, "train_loss": round(losses["train"], 6), "val_loss": round(losses["val"], 6),
-               "lr": lr, "tokens_per_sec": round(tokens_per_sec, 1), "elapsed_s": self.elapsed(),
+               "lr": lr, "tokens_per_sec": round(tokens_per_sec, 1), "world_size": self.world_size,
+               "elapsed_s": self.elapsed(),
                "flops": iter_num * self.tokens_per_step * self.flops_per_token,
                "tflops_per_sec": _significant(tokens_per_sec * self.flops_per_token / 1e12),
                "mfu": self._mfu(tokens_per_sec * self.flops_per_token)}
@@ -58,8 +63,9 @@ class Report:
         return _cost(iter_num * self.tokens_per_step, elapsed_s, self.price_per_hour)
 
     def record(self, row: dict) -> None:
-        with open(self.path, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        if self.main:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(row) + "\n")
         self.metrics.append(row)
         self.evaluated.add(row["iter"])
         self.write(f"iter {row['iter']}: train loss {row['train_loss']:.4f}, val loss {row['val_loss']:.4f}, "
@@ -69,7 +75,7 @@ class Report:
     def step(self, iter_num: int, loss) -> None:
         """A training step is done; `iter_num` counts it."""
         self.interval_steps += 1
-        if iter_num % 10 == 0 or iter_num == self.max_iters:      # .item() waits for the GPU: not every step
+        if self.main and (iter_num % 10 == 0 or iter_num == self.max_iters):  # .item() waits for the GPU
             speed = (iter_num - self.shown_iter) * self.tokens_per_step / max(time.time() - self.shown_at, 1e-9)
             shown = dict(loss=f"{loss.item():.4f}", tok_per_s=f"{speed:.0f}")
             if self.peak_flops is not None:
@@ -94,7 +100,8 @@ class Report:
 
     def close(self) -> None:
         self.progress.close()
-        _plot(self.metrics, os.path.join(os.path.dirname(self.path), "loss.png"))
+        if self.main:
+            _plot(self.metrics, os.path.join(os.path.dirname(self.path), "loss.png"))
 
 
 def run_totals(tokens: int, flops_per_token: float, elapsed_s: float, peak_flops: float = None,
@@ -164,11 +171,16 @@ def _write_lines(path: str, rows: list) -> None:
     os.replace(temporary, path)
 
 
-class _NoProgress:
+class _Silent:
+    """The progress of a rank other than 0: nothing shown."""
     def update(self, n): pass
     def set_postfix(self, **kw): pass
     def close(self): pass
+    def write(self, line): pass
 
+
+class _NoProgress(_Silent):
+    """Plain lines instead of a bar."""
     @staticmethod
     def write(line):
         print(line, flush=True)

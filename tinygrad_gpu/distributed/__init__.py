@@ -1,0 +1,31 @@
+"""Data-parallel training's plumbing: a group of processes that add up their arrays.
+
+Data parallelism runs N copies of one program, started together by ``mpiexec -n N``. Each copy
+(a *rank*, numbered 0 .. N-1) holds the whole model and trains on its own slice of every batch;
+after each backward the ranks average their gradients, so every copy takes the same step and the
+copies stay equal. This package is that averaging and the few other collective operations
+training needs, with torch.distributed's names:
+
+    init_process_group(backend=None)   join the group: "mpi" (arrays in host memory, over MPI) or
+                                       "nccl" (CuPy arrays on NVIDIA GPUs, over NCCL); None picks
+                                       "nccl" when the default device is a GPU, else "mpi"
+    get_rank(), get_world_size(), get_node_local_rank(), is_initialized(), destroy_process_group()
+    all_reduce(t, op=ReduceOp.SUM)     each rank's t becomes the SUM (AVG, MAX, MIN) over all ranks
+    broadcast(t, src=0)                each rank's t becomes rank src's
+    barrier()                          wait until every rank gets here
+    all_gather_object(list, obj)       small Python values (a flag, a loss) from every rank
+
+The communication is MPI's (mpi4py, the ``[dist]`` extra) and NCCL's (CuPy's binding, the ``[gpu]``
+extra); nothing here opens a socket. Read group.py (the group and the public calls), then mpi.py
+and nccl.py (one backend each). nn/parallel.py builds DistributedDataParallel on these calls.
+
+Started without mpiexec, a program is a world of one process: under "mpi" every call returns at
+once and nothing is communicated; under "nccl" a one-GPU communicator still makes the calls.
+"""
+from .group import (ReduceOp, Work, abort_job, all_gather_object, all_reduce, barrier, broadcast,
+                    destroy_process_group, get_backend, get_node_local_rank, get_rank, get_world_size,
+                    init_process_group, is_initialized, launched_by_mpiexec, launcher_rank)
+
+__all__ = ["ReduceOp", "Work", "init_process_group", "destroy_process_group", "is_initialized", "get_rank",
+           "get_world_size", "get_node_local_rank", "get_backend", "all_reduce", "broadcast", "barrier",
+           "all_gather_object", "abort_job", "launched_by_mpiexec", "launcher_rank"]

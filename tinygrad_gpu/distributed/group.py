@@ -1,0 +1,185 @@
+"""The process group this process belongs to, and the public collective calls.
+
+There is at most one group per process (torch's default group). init_process_group makes it;
+every call below checks the tensor it is given against the group's backend and hands the array
+to the backend (mpi.py or nccl.py), which does the communicating.
+"""
+from __future__ import annotations
+
+import enum
+import os
+import sys
+
+from .. import device as devices
+
+# What a launcher sets in each process it starts: MPICH's Hydra (PMI_*) and Open MPI (OMPI_*, PMIX_*).
+LAUNCHER_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
+BACKENDS = ("mpi", "nccl")
+
+
+class ReduceOp(enum.Enum):
+    """How all_reduce combines the ranks' values, element by element."""
+    SUM = "sum"
+    AVG = "avg"         # the sum divided by the world size
+    MAX = "max"
+    MIN = "min"
+
+
+class Work:
+    """A collective started with async_op=True. wait() returns once its result is in the tensor (on a
+    GPU: once it is queued on the current stream, which orders everything after it)."""
+
+    def __init__(self, finish=None):
+        self._finish = finish
+
+    def wait(self) -> bool:
+        finish, self._finish = self._finish, None
+        if finish is not None:
+            finish()
+        return True
+
+    def is_completed(self) -> bool:
+        return self._finish is None
+
+
+_group = None
+
+
+def launched_by_mpiexec() -> bool:
+    """True in a process that mpiexec (or mpirun, or `python -m mpi4py`) started."""
+    return any(name in os.environ for name in LAUNCHER_VARIABLES) or "mpi4py.MPI" in sys.modules
+
+
+def launcher_rank() -> tuple:
+    """(rank, world size) as the launcher told this process, known before any group exists: what an
+    error raised before init_process_group can name. (0, 1) without a launcher."""
+    for rank, size in (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")):
+        if size in os.environ:
+            return int(os.environ.get(rank, 0)), int(os.environ[size])
+    return 0, 1
+
+
+def init_process_group(backend: str = None, device=None) -> None:
+    """Join the group of processes that mpiexec started (without mpiexec: a group of one).
+
+    backend: "mpi" for arrays in host memory (cpu, emu), "nccl" for GPU arrays; None picks from
+    `device` (default: the default device). Under "nccl", rank r uses GPU number r's place among
+    the ranks on its machine (get_node_local_rank), and rank 0's NCCL id reaches the others over MPI.
+    """
+    global _group
+    from . import mpi
+    if _group is not None:
+        raise RuntimeError("init_process_group: this process already belongs to a process group; call "
+                           "destroy_process_group() before starting another")
+    if backend is None:
+        backend = "nccl" if devices.is_cuda(devices.canonical(device)) else "mpi"
+    if backend not in BACKENDS:
+        raise ValueError(f"init_process_group: unknown backend {backend!r}; expected 'mpi' (host arrays) or "
+                         "'nccl' (NVIDIA GPUs)")
+    world = mpi.world() if launched_by_mpiexec() else None
+    if backend == "nccl":
+        from .nccl import NCCLGroup
+        _group = NCCLGroup(world)
+    else:
+        _group = mpi.MPIGroup(world)
+    if _group.size > 1:
+        _abort_the_job_on_an_uncaught_exception()
+
+
+def destroy_process_group() -> None:
+    global _group
+    if _group is not None:
+        _group.close()
+        _group = None
+
+
+def is_initialized() -> bool:
+    return _group is not None
+
+
+def _the_group(caller: str):
+    if _group is None:
+        raise RuntimeError(f"{caller}: the process group is not initialised; call "
+                           "tg.distributed.init_process_group() first")
+    return _group
+
+
+def get_rank() -> int:
+    return _the_group("get_rank").rank
+
+
+def get_world_size() -> int:
+    return _the_group("get_world_size").size
+
+
+def get_node_local_rank() -> int:
+    """This rank's number among the ranks on its own machine (which GPU it uses under "nccl")."""
+    return _the_group("get_node_local_rank").local_rank
+
+
+def get_backend() -> str:
+    return _the_group("get_backend").backend
+
+
+def all_reduce(tensor, op: ReduceOp = ReduceOp.SUM, async_op: bool = False):
+    """Replace `tensor`'s values, on every rank, by their combination over all ranks (in place).
+    With async_op=True, returns a Work to wait() on; otherwise None once the result is there."""
+    group = _the_group("all_reduce")
+    if not isinstance(op, ReduceOp):
+        raise TypeError(f"all_reduce: op must be a tg.distributed.ReduceOp (SUM, AVG, MAX, MIN), got {op!r}")
+    if op is ReduceOp.AVG and tensor.dtype.kind != "f":
+        raise TypeError(f"all_reduce: ReduceOp.AVG needs a floating-point tensor, got {tensor.dtype}; use SUM "
+                        "and divide, or convert with .float()")
+    group.check(tensor, "all_reduce")
+    work = Work(group.all_reduce(tensor.data, op, blocking=not async_op))
+    return work if async_op else work.wait() and None
+
+
+def broadcast(tensor, src: int = 0) -> None:
+    """Replace `tensor`'s values on every rank by rank `src`'s (in place)."""
+    group = _the_group("broadcast")
+    if not 0 <= src < group.size:
+        raise ValueError(f"broadcast: src={src} is not a rank of this group of {group.size}")
+    group.check(tensor, "broadcast")
+    group.broadcast(tensor.data, src)
+
+
+def barrier() -> None:
+    """Return once every rank has called barrier (under "nccl", after the GPU's queued work is done)."""
+    _the_group("barrier").barrier()
+
+
+def all_gather_object(object_list: list, obj) -> None:
+    """Fill `object_list` (of world-size length) with each rank's `obj`, in rank order, on every rank.
+    For small host values: a flag, a loss, a random generator's state."""
+    group = _the_group("all_gather_object")
+    if len(object_list) != group.size:
+        raise ValueError(f"all_gather_object: object_list has {len(object_list)} places for a group of "
+                         f"{group.size}; make it [None] * tg.distributed.get_world_size()")
+    object_list[:] = group.all_gather_object(obj)
+
+
+def abort_job(exit_code: int = 1) -> None:
+    """End every rank of the job now, with `exit_code` (MPI_Abort): what a rank that cannot go on calls,
+    so the others do not wait for it forever in their next collective. Without a group of several,
+    exits (`python -m mpi4py` turns a non-zero exit into MPI_Abort too)."""
+    if _group is not None and _group.size > 1:
+        sys.stderr.flush()
+        _group.abort(exit_code)
+    raise SystemExit(exit_code)
+
+
+def _abort_the_job_on_an_uncaught_exception() -> None:
+    """Under plain `python` (not `python -m mpi4py`) a rank that dies of an exception would leave the
+    others blocked in their next collective: print the traceback, say which rank it was, abort all."""
+    previous = sys.excepthook
+
+    def report_and_abort(kind, value, traceback):
+        previous(kind, value, traceback)
+        group = _group
+        if group is not None and group.size > 1:
+            print(f"rank {group.rank} of {group.size} failed ({kind.__name__}); ending every rank of the job",
+                  file=sys.stderr, flush=True)
+            group.abort(1)
+
+    sys.excepthook = report_and_abort

@@ -1,0 +1,109 @@
+"""The processes of one training run: which one this is, its device, and its share of every batch.
+
+    mpiexec -n 2 python -m mpi4py examples/train_charlm.py
+
+starts two copies of the program (rank 0 and rank 1). Every rank builds the same model, draws
+the same random windows for every step (the data generator is seeded alike on all ranks), and
+trains on its own slice of them: with --gradient-accumulation-steps G (micro-batches of
+--batch-size B per step, across all ranks; default one per rank), a step's global batch is G x B
+windows, and rank r runs micro-batches r*G/N .. (r+1)*G/N - 1. DistributedDataParallel averages
+the gradients, so N ranks take exactly the step one process with G x B windows would take (up to
+the rounding of the sums). Evaluation is shared the same way. Rank 0 alone prints, writes
+metrics.jsonl and saves checkpoints; the checkpoint holds every rank's random stream, so
+--resume under the same number of ranks continues exactly.
+
+Without mpiexec (and without --backend) a run is a world of one: nothing here communicates.
+"""
+from __future__ import annotations
+
+import os
+import socket
+
+from .. import device as devices
+from .. import distributed
+from .config import ConfigError
+
+
+class Ranks:
+    def __init__(self, config, device: str):
+        """Join the run's process group (when started by mpiexec or given --backend): the rank's device
+        (under nccl, GPU number node-local-rank) and its micro-batches per step."""
+        self.backend = None
+        if distributed.launched_by_mpiexec() or config.backend is not None:
+            self.backend = _backend(config.backend, device)
+            try:
+                distributed.init_process_group(self.backend, device)
+            except RuntimeError as e:       # no GPU for nccl, no mpi4py: one line, as every mistake
+                raise ConfigError(str(e)) from None
+            if self.backend == "nccl":
+                device = f"cuda:{distributed.get_node_local_rank()}"
+        self.rank = distributed.get_rank() if self.backend else 0
+        self.world_size = distributed.get_world_size() if self.backend else 1
+        self.device, self.is_main = device, self.rank == 0
+        self.global_micro_batches = config.gradient_accumulation_steps or self.world_size
+        if self.global_micro_batches % self.world_size:
+            raise ConfigError(f"--gradient-accumulation-steps {self.global_micro_batches} is not a multiple of the "
+                              f"{self.world_size} processes: each runs an equal share of a step's micro-batches; "
+                              f"pass a multiple of {self.world_size}, or leave it out (one per process)")
+        self.micro_batches = self.global_micro_batches // self.world_size
+
+    @property
+    def communicates(self) -> bool:
+        """Is there a group whose collectives do something? (A world of one under mpi has none to do.)"""
+        return self.backend is not None and (self.world_size > 1 or self.backend == "nccl")
+
+    def describe(self) -> str:
+        """One line: how many processes, where each one runs (so a rank named by pid can be found)."""
+        where = self.gather(f"rank {self.rank} pid {os.getpid()} on {socket.gethostname()} ({self.device})")
+        return f"{self.world_size} processes over {self.backend}: " + ", ".join(where)
+
+    def devices_in_use(self) -> int:
+        """How many devices' peak FLOP/s the run can use: one GPU per rank, or the CPUs of each machine
+        (ranks on one machine share its cores)."""
+        if devices.is_cuda(self.device):
+            return self.world_size
+        return len(set(self.gather(socket.gethostname())))
+
+    def batches(self, dataset, split: str, batch_size: int, rng) -> list:
+        """This rank's micro-batches, (x, y) each, of one global batch drawn from `rng` (the same
+        draw on every rank)."""
+        starts = dataset.draw_starts(split, self.global_micro_batches * batch_size, rng)
+        first = self.rank * self.micro_batches
+        return [dataset.windows(split, starts[(first + i) * batch_size:(first + i + 1) * batch_size])
+                for i in range(self.micro_batches)]
+
+    def gather(self, value) -> list:
+        """Every rank's `value`, in rank order, on every rank."""
+        if self.world_size == 1:
+            return [value]
+        values = [None] * self.world_size
+        distributed.all_gather_object(values, value)
+        return values
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank when it is True on some rank (Ctrl-C reaches ranks at different moments;
+        all must stop at the same step, or one would wait for the others forever)."""
+        return any(self.gather(bool(flag)))
+
+    def total(self, value: float) -> float:
+        """The sum of `value` over the ranks, added in rank order: the same number on every rank."""
+        return sum(self.gather(value))
+
+    def close(self) -> None:
+        if self.backend is not None:
+            distributed.destroy_process_group()
+
+
+def _backend(asked: str, device: str) -> str:
+    """The backend for `device`: nccl moves GPU arrays, mpi host arrays."""
+    backend = asked or ("nccl" if devices.is_cuda(device) else "mpi")
+    if backend == "nccl" and not devices.cuda_available():
+        raise ConfigError(f"--backend nccl needs an NVIDIA GPU, and there is none here ({devices.cuda_problem()}); "
+                          "train on the cpu with --backend mpi")
+    if backend == "nccl" and not devices.is_cuda(device):
+        raise ConfigError(f"--backend nccl averages gradients in GPU memory, and this run's device is {device}; "
+                          "use --device cuda, or --backend mpi")
+    if backend == "mpi" and devices.is_cuda(device):
+        raise ConfigError(f"--backend mpi averages gradients in host memory (the MPI wheels cannot read GPU "
+                          f"memory), and this run's device is {device}; use --backend nccl")
+    return backend
