@@ -63,8 +63,9 @@ def init_process_group(backend: str = None, device=None) -> None:
     """Join the group of processes that mpiexec started (without mpiexec: a group of one).
 
     backend: "mpi" for arrays in host memory (cpu, emu), "nccl" for GPU arrays; None picks from
-    `device` (default: the default device). Under "nccl", rank r uses GPU number r's place among
-    the ranks on its machine (get_node_local_rank), and rank 0's NCCL id reaches the others over MPI.
+    `device` (default: the default device). Under "nccl", each rank uses the GPU whose number is its
+    place among the ranks on its machine (get_node_local_rank), and rank 0's NCCL id reaches the
+    others over MPI.
     """
     global _group
     from . import mpi
@@ -173,6 +174,8 @@ def _abort_the_job_on_an_uncaught_exception() -> None:
     """Under plain `python` (not `python -m mpi4py`) a rank that dies of an exception would leave the
     others blocked in their next collective: print the traceback, say which rank it was, abort all."""
     previous = sys.excepthook
+    if getattr(previous, "ends_the_job", False):        # a group made again after destroy_process_group
+        return
 
     def report_and_abort(kind, value, traceback):
         previous(kind, value, traceback)
@@ -182,4 +185,5 @@ def _abort_the_job_on_an_uncaught_exception() -> None:
                   file=sys.stderr, flush=True)
             group.abort(1)
 
+    report_and_abort.ends_the_job = True
     sys.excepthook = report_and_abort
