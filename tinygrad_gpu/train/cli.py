@@ -46,7 +46,9 @@ def _fail(error: Exception, exit_code: int) -> None:
     if world == 1:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(exit_code) from None
-    print(f"error (rank {rank} of {world}): {error}", file=sys.stderr, flush=True)
+    # One write of the whole line: the ranks share the terminal, and print's separate newline can interleave.
+    sys.stderr.write(f"error (rank {rank} of {world}): {error}\n")
+    sys.stderr.flush()
     distributed.abort_job(exit_code)
 
 
