@@ -360,7 +360,66 @@ def case_recover(out_dir: str) -> None:
     assert flags.tolist() == [False, False, True]
 
 
-CASES = {"collectives": case_collectives, "equivalence": case_equivalence, "accumulation": case_accumulation,
+def case_unused(out_dir: str) -> None:
+    """A layer used on rank 0 only: rank 1 sees its buckets complete only at the end of backward, rank 0
+    during it. The ranks must still make the same calls (a blocking reduction on one rank against a
+    started one on the other hung), and the layer ends with the mean of rank 0's gradient and zeros."""
+    dist.init_process_group("mpi")
+    rank = dist.get_rank()
+    tg.manual_seed(0)
+    first, second = Linear(4, 4), Linear(4, 1)
+    model = Module()
+    model.first, model.second = first, second
+    net = DDP(model, bucket_cap_mb=1e-6)                           # a bucket per parameter
+    assert len(net.buckets) == 4
+    x = tg.ones(3, 4)
+    hidden = net.module.first(x)
+    loss = net.module.second(hidden).sum() if rank == 0 else hidden.sum()
+    loss.backward()
+    gathered = [None] * WORLD
+    dist.all_gather_object(gathered, second.weight.grad.numpy())
+    assert np.array_equal(gathered[0], gathered[1])                 # averaged on both ranks
+    assert np.abs(gathered[0]).max() > 0                            # rank 0's half of its gradient
+
+
+def case_dropped_wrapper(out_dir: str) -> None:
+    """A wrapper that is dropped goes, with its hooks: the engine's table of hooks does not keep it (and
+    the model) alive, and the model wrapped again reduces once per backward, not once per wrapper."""
+    import gc
+    import weakref
+    dist.init_process_group("mpi")
+    model = Linear(3, 1)
+    first = DDP(model)
+    gone = weakref.ref(first)
+    del first
+    gc.collect()
+    assert gone() is None
+    net = DDP(model)
+    calls = []
+    original = dist.all_reduce
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+    dist.all_reduce = counting
+    try:
+        net(tg.ones(2, 3)).sum().backward()
+    finally:
+        dist.all_reduce = original
+    assert len(calls) == len(net.buckets) == 1
+
+
+def case_abort_before_a_group(out_dir: str) -> None:
+    """Rank 1 gives up before any process group exists, while rank 0 already waits in an MPI call:
+    abort_job must end the job (under plain python nothing else would)."""
+    from mpi4py import MPI
+    if MPI.COMM_WORLD.Get_rank() == 1:
+        dist.abort_job(2)
+    MPI.COMM_WORLD.Barrier()
+
+
+CASES = {"unused": case_unused, "dropped_wrapper": case_dropped_wrapper,
+         "abort_before_a_group": case_abort_before_a_group, "collectives": case_collectives, "equivalence": case_equivalence, "accumulation": case_accumulation,
          "overlap": case_overlap, "raise": case_raise, "recover": case_recover}
 
 

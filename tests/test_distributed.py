@@ -195,6 +195,17 @@ def test_post_accumulate_hook_needs_a_leaf_that_requires_grad():
         tg.ones(2).register_post_accumulate_grad_hook(lambda _: None)
 
 
+def test_hooks_whose_handles_are_dropped_all_stay():
+    # Handles once took their key from id(handle): a dropped handle's id came back for the next one,
+    # whose hook then replaced the first.
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    w.register_post_accumulate_grad_hook(lambda t: seen.append("first"))
+    w.register_post_accumulate_grad_hook(lambda t: seen.append("second"))
+    (w * w).sum().backward()
+    assert seen == ["first", "second"]
+
+
 def test_a_hook_goes_away_with_its_tensor():
     w = tg.ones(2, requires_grad=True)
     calls = []
@@ -343,6 +354,20 @@ def test_overlap_and_bucket_size_change_no_bit_of_the_result(tmp_path):
 
 def test_ddp_averages_again_after_a_backward_that_raised(tmp_path):
     run_job("recover", tmp_path)
+
+
+def test_a_layer_used_on_one_rank_only_is_averaged_without_a_hang(tmp_path):
+    run_job("unused", tmp_path)
+
+
+def test_a_dropped_wrapper_goes_with_its_hooks(tmp_path):
+    run_job("dropped_wrapper", tmp_path)
+
+
+def test_abort_job_before_any_group_ends_every_rank(tmp_path):
+    returncode, output, seconds = launch("abort_before_a_group", tmp_path, timeout=30, under_mpi4py=False)
+    assert returncode == 2, output
+    assert seconds < 30
 
 
 def test_an_exception_on_one_rank_ends_the_job_and_names_the_rank(tmp_path):

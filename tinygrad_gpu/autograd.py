@@ -28,6 +28,7 @@ runs a function once the whole backward has finished.
 """
 from __future__ import annotations
 
+import itertools
 import weakref
 
 import numpy as np
@@ -99,9 +100,10 @@ _queued_callbacks = []          # one list per backward running now (a backward 
 
 class RemovableHandle:
     """What registering a hook returns: remove() unregisters it."""
+    _numbers = itertools.count()        # not id(self): a discarded handle's id is reused by the next one
 
     def __init__(self, hooks: dict):
-        self.hooks, self.id = hooks, id(self)
+        self.hooks, self.id = hooks, next(self._numbers)
 
     def remove(self) -> None:
         self.hooks.pop(self.id, None)

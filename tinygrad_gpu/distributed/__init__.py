@@ -9,7 +9,8 @@ training needs, with torch.distributed's names:
     init_process_group(backend=None)   join the group: "mpi" (arrays in host memory, over MPI) or
                                        "nccl" (CuPy arrays on NVIDIA GPUs, over NCCL); None picks
                                        "nccl" when the default device is a GPU, else "mpi"
-    get_rank(), get_world_size(), get_node_local_rank(), is_initialized(), destroy_process_group()
+    get_rank(), get_world_size(), get_node_local_rank(), get_device(), is_initialized(),
+    destroy_process_group()
     all_reduce(t, op=ReduceOp.SUM)     each rank's t becomes the SUM (AVG, MAX, MIN) over all ranks
     broadcast(t, src=0)                each rank's t becomes rank src's
     barrier()                          wait until every rank gets here
@@ -23,9 +24,9 @@ Started without mpiexec, a program is a world of one process: under "mpi" every 
 once and nothing is communicated; under "nccl" a one-GPU communicator still makes the calls.
 """
 from .group import (ReduceOp, Work, abort_job, all_gather_object, all_reduce, barrier, broadcast,
-                    destroy_process_group, get_backend, get_node_local_rank, get_rank, get_world_size,
+                    destroy_process_group, get_backend, get_device, get_node_local_rank, get_rank, get_world_size,
                     init_process_group, is_initialized, launched_by_mpiexec, launcher_rank)
 
 __all__ = ["ReduceOp", "Work", "init_process_group", "destroy_process_group", "is_initialized", "get_rank",
-           "get_world_size", "get_node_local_rank", "get_backend", "all_reduce", "broadcast", "barrier",
+           "get_world_size", "get_node_local_rank", "get_backend", "get_device", "all_reduce", "broadcast", "barrier",
            "all_gather_object", "abort_job", "launched_by_mpiexec", "launcher_rank"]

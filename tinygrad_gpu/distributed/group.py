@@ -64,8 +64,8 @@ def init_process_group(backend: str = None, device=None) -> None:
 
     backend: "mpi" for arrays in host memory (cpu, emu), "nccl" for GPU arrays; None picks from
     `device` (default: the default device). Under "nccl", each rank uses the GPU whose number is its
-    place among the ranks on its machine (get_node_local_rank), and rank 0's NCCL id reaches the
-    others over MPI.
+    place among the ranks on its machine (get_node_local_rank; get_device names it; a world of one
+    uses `device`), and rank 0's NCCL id reaches the others over MPI.
     """
     global _group
     from . import mpi
@@ -80,7 +80,7 @@ def init_process_group(backend: str = None, device=None) -> None:
     world = mpi.world() if launched_by_mpiexec() else None
     if backend == "nccl":
         from .nccl import NCCLGroup
-        _group = NCCLGroup(world)
+        _group = NCCLGroup(world, device)
     else:
         _group = mpi.MPIGroup(world)
     if _group.size > 1:
@@ -120,6 +120,11 @@ def get_node_local_rank() -> int:
 
 def get_backend() -> str:
     return _the_group("get_backend").backend
+
+
+def get_device() -> str:
+    """The device whose tensors this rank's collectives take: its GPU under "nccl", else "cpu"."""
+    return getattr(_the_group("get_device"), "device", "cpu")
 
 
 def all_reduce(tensor, op: ReduceOp = ReduceOp.SUM, async_op: bool = False):
@@ -162,11 +167,12 @@ def all_gather_object(object_list: list, obj) -> None:
 
 def abort_job(exit_code: int = 1) -> None:
     """End every rank of the job now, with `exit_code` (MPI_Abort): what a rank that cannot go on calls,
-    so the others do not wait for it forever in their next collective. Without a group of several,
-    exits (`python -m mpi4py` turns a non-zero exit into MPI_Abort too)."""
-    if _group is not None and _group.size > 1:
-        sys.stderr.flush()
-        _group.abort(exit_code)
+    so the others do not wait for it forever in their next collective, even before a group exists
+    (once MPI is running). In a world of one, exits."""
+    sys.stderr.flush()
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
+        mpi.COMM_WORLD.Abort(exit_code)
     raise SystemExit(exit_code)
 
 
@@ -183,7 +189,7 @@ def _abort_the_job_on_an_uncaught_exception() -> None:
         if group is not None and group.size > 1:
             print(f"rank {group.rank} of {group.size} failed ({kind.__name__}); ending every rank of the job",
                   file=sys.stderr, flush=True)
-            group.abort(1)
+            abort_job(1)
 
     report_and_abort.ends_the_job = True
     sys.excepthook = report_and_abort

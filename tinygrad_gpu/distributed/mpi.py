@@ -86,9 +86,6 @@ class MPIGroup:
     def all_gather_object(self, obj) -> list:
         return [obj] if self.comm is None else self.comm.allgather(obj)
 
-    def abort(self, exit_code: int) -> None:
-        self.comm.Abort(exit_code)
-
     def close(self) -> None:
         pass        # MPI itself ends when the process does (mpi4py calls MPI_Finalize at exit)
 

@@ -9,6 +9,7 @@ NcclCommunicator. Each rank drives one GPU: number get_node_local_rank() on its 
 from __future__ import annotations
 
 import importlib
+import os
 
 import numpy as np
 
@@ -17,19 +18,16 @@ from .mpi import MPIGroup
 
 
 class NCCLGroup(MPIGroup):
-    """An MPI group (which still carries host values: the id, all_gather_object, barrier, abort)
+    """An MPI group (which still carries host values: the id, all_gather_object, barrier)
     whose arrays travel by NCCL."""
     backend = "nccl"
 
-    def __init__(self, comm):
-        """`comm`: MPI's world, which carries the id, or None for a world of one."""
+    def __init__(self, comm, device=None):
+        """`comm`: MPI's world, which carries the id, or None for a world of one, which uses the GPU
+        `device` names (default cuda:0)."""
         super().__init__(comm)
         self.nccl = _nccl_module()
-        gpus = devices.cuda_device_count()
-        if self.local_rank >= gpus:
-            raise RuntimeError(f"init_process_group: rank {self.rank} is process {self.local_rank} on its machine, "
-                               f"which has {gpus} GPU(s); start at most {gpus} process(es) per machine under nccl")
-        self.device = f"cuda:{self.local_rank}"
+        self.device = _gpu_of(self.rank, self.local_rank, device if comm is None else None)
         unique_id = self.nccl.get_unique_id() if self.rank == 0 else None
         if comm is not None:
             unique_id = comm.bcast(unique_id, root=0)
@@ -49,14 +47,19 @@ class NCCLGroup(MPIGroup):
     def all_reduce(self, array, op, blocking: bool):
         """Queue the in-place reduction on the current stream: nothing for the host to wait for, either
         way (`blocking` or not, what follows on the stream runs after it)."""
+        operation = self.ops[op.value]
+        if array.dtype == np.bool_:         # NCCL has no booleans: as bytes, "any" is MAX and "all" MIN
+            array, operation = array.view(np.uint8), self.ops["min" if op.value == "min" else "max"]
         with devices.use(self.device):
-            self.communicator.allReduce(array.data.ptr, array.data.ptr, array.size, self._type(array),
-                                        self.ops[op.value], _current_stream())
+            self.communicator.allReduce(array.data.ptr, array.data.ptr, array.size, self._type(array, "all_reduce"),
+                                        operation, _current_stream())
         return None
 
     def broadcast(self, array, src: int) -> None:
         with devices.use(self.device):
-            self.communicator.bcast(array.data.ptr, array.size, self._type(array), src, _current_stream())
+            bytes_alike = array.view(np.uint8) if array.dtype == np.bool_ else array
+            self.communicator.bcast(bytes_alike.data.ptr, bytes_alike.size, self._type(bytes_alike, "broadcast"), src,
+                                    _current_stream())
 
     def barrier(self) -> None:
         with devices.use(self.device):
@@ -66,14 +69,29 @@ class NCCLGroup(MPIGroup):
     def close(self) -> None:
         self.communicator.destroy()
 
-    def _type(self, array) -> int:
+    def _type(self, array, caller: str) -> int:
         name = {np.float16: "NCCL_FLOAT16", np.float32: "NCCL_FLOAT32", np.float64: "NCCL_FLOAT64",
                 np.int32: "NCCL_INT32", np.int64: "NCCL_INT64", np.uint8: "NCCL_UINT8",
                 np.int8: "NCCL_INT8"}.get(array.dtype.type)
         if name is None:
-            raise TypeError(f"NCCL has no type for {array.dtype}; convert the tensor (float16/32/64, int8, uint8, "
-                            "int32 and int64 work)")
+            raise TypeError(f"{caller}: NCCL has no type for {array.dtype} (rank {self.rank}); convert the tensor "
+                            "(bool, float16/32/64, int8, uint8, int32 and int64 work)")
         return getattr(self.nccl, name)
+
+
+def _gpu_of(rank: int, local_rank: int, asked) -> str:
+    """The GPU a rank drives: the one asked for in a world of one; else number local_rank on its
+    machine, or the only one a launcher lets it see (CUDA_VISIBLE_DEVICES, one GPU per rank)."""
+    if asked is not None and devices.is_cuda(devices.canonical(asked)):
+        return devices.canonical(asked)
+    gpus = devices.cuda_device_count()
+    if local_rank < gpus:
+        return f"cuda:{local_rank}"
+    if gpus == 1 and os.environ.get("CUDA_VISIBLE_DEVICES"):
+        return "cuda:0"
+    raise RuntimeError(f"init_process_group: rank {rank} is process {local_rank} on its machine, which shows it "
+                       f"{gpus} GPU(s); start at most {gpus} process(es) per machine under nccl, or give each "
+                       "process its own GPU with CUDA_VISIBLE_DEVICES")
 
 
 def _nccl_module():

@@ -13,11 +13,16 @@ makes ``loss.backward()`` end with that mean in every ``.grad``:
    hundred times.
 3. Each parameter has a post-accumulate hook (autograd.py). When the last gradient of a bucket is
    complete, its gradients are copied into the bucket's flat array and its all_reduce (AVG) starts
-   while backward goes on with the earlier layers: the reduction overlaps the computation. Buckets
+   while backward goes on with the earlier layers, so the two can overlap: on GPUs when NCCL runs
+   beside backward's kernels, over MPI as far as the library moves a started reduction along on its
+   own (MPICH does so only inside later MPI calls; benchmarks/data_parallel.py measures it). Buckets
    start in index order on every rank, as collectives must be called in the same order by all.
-4. When backward ends (autograd.queue_callback: reduce_gradients), the remaining buckets start, each reduction is
-   waited for, and the averages are copied back into the gradients. A parameter that got no
-   gradient on a rank counts as zeros there.
+4. When backward ends (autograd.queue_callback: reduce_gradients), the remaining buckets start, each
+   reduction is waited for, and the averages are copied back into the gradients. A parameter that
+   got no gradient on a rank counts as zeros there, and ends with the mean (zeros when no rank
+   used it, where a single process would leave .grad None). Every rank must run backward through
+   the same buckets: a rank whose backward reaches no trained parameter would leave the others
+   waiting.
 
 ``no_sync()`` skips all this for the backwards inside it, so gradient accumulation over several
 micro-batches reduces once, at the last micro-batch's backward. ``overlap=False`` starts every
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 
 from .. import autograd, distributed
 from .. import device as devices
@@ -54,7 +60,7 @@ class DistributedDataParallel(Module):
         self._bucket_of = {id(p): bucket for bucket in self.buckets for p in bucket.params}
         # A world of one under MPI communicates nothing, so there is nothing to hook.
         communicates = distributed.get_world_size() > 1 or distributed.get_backend() == "nccl"
-        self._handles = [p.register_post_accumulate_grad_hook(self._gradient_ready) for p in trained] \
+        self._handles = [p.register_post_accumulate_grad_hook(_weakly(self._gradient_ready)) for p in trained] \
             if communicates else []
         self._in_backward, self._started = False, []
 
@@ -94,9 +100,11 @@ class DistributedDataParallel(Module):
                 return
             began = time.perf_counter()
             bucket.pack()
-            # The last bucket, and any started at the end of backward, would be waited for at once: the
-            # blocking call then (MPICH's Allreduce measured faster than starting one and waiting for it).
-            at_once = all_of_them or len(self._started) == len(self.buckets) - 1
+            # The last bucket, and every bucket without overlap, is waited for at once: the blocking call
+            # then (MPICH's Allreduce measured faster than starting one and waiting for it).
+            # Decided by the bucket's place alone, never by when this rank saw it complete: MPI pairs a
+            # rank's blocking call only with blocking calls of the others.
+            at_once = not self.overlap or len(self._started) == len(self.buckets) - 1
             work = distributed.all_reduce(bucket.flat, distributed.ReduceOp.AVG, async_op=not at_once)
             self._started.append(work or distributed.Work())
             self.reduction_seconds += time.perf_counter() - began
@@ -153,6 +161,18 @@ class _Bucket:
                 p.grad = Tensor._wrap(mean.copy(), p.device)
             else:
                 p.grad.data[...] = mean
+
+
+def _weakly(method):
+    """`method` as a hook that does not keep its object alive: the engine's hook table must not keep a
+    dropped wrapper, and with it the whole model, in memory (nor its hooks running)."""
+    reference = weakref.WeakMethod(method)
+
+    def hook(param):
+        alive = reference()
+        if alive is not None:
+            alive(param)
+    return hook
 
 
 def _buckets(params: list, cap_bytes: int) -> list:

@@ -100,6 +100,10 @@ def gpu_peak_flops(name: str, kind: str):
     return None
 
 
+# The variables that cap BLAS's threads (OpenMP's, OpenBLAS's, MKL's).
+THREAD_LIMITS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def cpu_peak_flops() -> float:
     """This machine's float32 matmul FLOP/s: from the cache when this CPU, core count and NumPy were
     measured before, else measured now (a few hundred ms) and cached."""
@@ -142,8 +146,10 @@ def cpu_model() -> str:
 
 
 def _machine_key() -> str:
-    """What the probe's result depends on: the CPU, how many cores BLAS may use, and NumPy's BLAS."""
-    return f"{cpu_model()} | {os.cpu_count()} cores | numpy {np.__version__}"
+    """What the probe's result depends on: the CPU, how many cores BLAS may use (all of them, unless a
+    thread limit says otherwise: one per rank under mpiexec, say), and NumPy's BLAS."""
+    limits = [f"{name}={os.environ[name]}" for name in THREAD_LIMITS if os.environ.get(name)]
+    return " | ".join([cpu_model(), f"{os.cpu_count()} cores", *limits, f"numpy {np.__version__}"])
 
 
 def _read_json(path: str) -> dict:

@@ -49,7 +49,7 @@ def train(config: TrainConfig, log=print) -> dict:
 
 def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
     device = ranks.device
-    checkpointing.claim_out_dir(config)       # every rank looks before any rank writes (rank 0 waits in describe)
+    checkpointing.claim_out_dir(config)       # every rank looks before rank 0 writes (after DDP's broadcast)
     model, dataset, settings, saved = _prepare(config, device, log)
     checkpointing.check_world_size(saved, ranks.world_size, config)
     if ranks.rank:                  # dropout's stream differs per rank; rank 0 keeps a single process's
@@ -75,12 +75,13 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
         log(f"each step: {ranks.global_micro_batches} micro-batches of {config.batch_size} windows "
             f"({ranks.micro_batches} per process), {tokens_per_step:,} tokens")
     flops_per_token = model.flops_per_token()
-    peak, in_use = None, ranks.devices_in_use()         # (every rank: a collective)
-    if ranks.is_main:               # only rank 0 reports, and one probe of the CPU at a time measures it right
+    peak = None
+    if ranks.is_main:               # only rank 0 reports; the peak of all ranks' devices, each like rank 0's
         peak, peak_source = compute.peak_flops(device, next(model.parameters()).dtype)
-        peak = peak * in_use if peak is not None else None
+        peak = peak * ranks.world_size if peak is not None else None
         log(f"{flops_per_token / 1e6:.2f} MFLOP per token trained; " +
             (f"peak {peak / 1e12:.3g} TFLOP/s ({peak_source})" if peak is not None else peak_source))
+    ranks.gather(None)              # the others wait here: a CPU probe measures a machine nobody else loads
     report = Report(config, iter_num, tokens_per_step, flops_per_token, peak, ranks.world_size, ranks.is_main)
     watch = DivergenceWatch(config)
     decay_iters = config.lr_decay_iters or config.max_iters

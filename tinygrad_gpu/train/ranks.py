@@ -35,8 +35,8 @@ class Ranks:
                 distributed.init_process_group(self.backend, device)
             except RuntimeError as e:       # no GPU for nccl, no mpi4py: one line, as every mistake
                 raise ConfigError(str(e)) from None
-            if self.backend == "nccl":
-                device = f"cuda:{distributed.get_node_local_rank()}"
+            if self.backend == "nccl":      # each rank its own GPU (--device cuda:N counts without mpiexec)
+                device = distributed.get_device()
         self.rank = distributed.get_rank() if self.backend else 0
         self.world_size = distributed.get_world_size() if self.backend else 1
         self.device, self.is_main = device, self.rank == 0
@@ -56,13 +56,6 @@ class Ranks:
         """One line: how many processes, where each one runs (so a rank named by pid can be found)."""
         where = self.gather(f"rank {self.rank} pid {os.getpid()} on {socket.gethostname()} ({self.device})")
         return f"{self.world_size} processes over {self.backend}: " + ", ".join(where)
-
-    def devices_in_use(self) -> int:
-        """How many devices' peak FLOP/s the run can use: one GPU per rank, or the CPUs of each machine
-        (ranks on one machine share its cores)."""
-        if devices.is_cuda(self.device):
-            return self.world_size
-        return len(set(self.gather(socket.gethostname())))
 
     def batches(self, dataset, split: str, batch_size: int, rng) -> list:
         """This rank's micro-batches, (x, y) each, of one global batch drawn from `rng` (the same
