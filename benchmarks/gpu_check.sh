@@ -5,7 +5,7 @@
 #     bash benchmarks/gpu_check.sh [log_folder]
 #
 # Each part runs under its own time limit, so a slow one cannot eat the others' time (about
-# twelve minutes in all at most); each part's whole output is kept in log_folder, and a short
+# fifteen minutes in all at most); each part's whole output is kept in log_folder, and a short
 # table of what came out is printed at the end. Nothing here changes the GPU's settings.
 # PYTHON picks the interpreter (default python3).
 set -u
@@ -34,6 +34,9 @@ else
     part cudapass    5 echo "skipped: no GPU visible to CuPy"
 fi
 part readiness  60 "$py" benchmarks/gpu_readiness.py --real
+part readyhalf  60 "$py" benchmarks/gpu_readiness.py --real --config gpu --dtype bfloat16
+# The GPU config in float32, TF32, bfloat16 and float16: tokens/s and MFU, ours and PyTorch's autocast.
+part precision 150 "$py" benchmarks/mixed_precision.py --device cuda --steps 5
 part kernels    60 "$py" benchmarks/kernels.py
 part step      100 "$py" benchmarks/step.py --device cuda --config all --json "$logs/step.json"
 part scaling    45 "$py" benchmarks/scaling.py --device cuda --with-torch --quick
@@ -44,7 +47,8 @@ echo
 echo "=== summary (logs in $logs)"
 printf '%s\n' "${summary[@]}"
 for name in tests cudapass; do echo "$name: $(grep -h -E "passed|failed|error" "$logs/$name.log" | tail -1)"; done
-grep -h -E "^(==|host syncs per step)" "$logs/readiness.log"
+grep -h -E "^(==|host syncs per step)" "$logs/readiness.log" "$logs/readyhalf.log"
+grep -h -E "^(GPT|engine|ours|torch)" "$logs/precision.log"
 grep -h -E "^(nccl: |step time|.*(MISMATCH|FAILED|skipped: ))" "$logs/nccl.log"
 "$py" - "$logs/step.json" <<'EOF'
 import json, sys

@@ -3,6 +3,7 @@
     python benchmarks/gpu_readiness.py                   # CPU recipe and GPU config, on the CuPy stand-in
     python benchmarks/gpu_readiness.py --config cpu --steps 3
     python benchmarks/gpu_readiness.py --real            # on a real GPU, with CuPy
+    python benchmarks/gpu_readiness.py --dtype bfloat16  # the step under autocast (float16: with a GradScaler)
 
 A GPU runs ahead of the host only while the host does not wait for it. Every host sync (a
 value read back: ``.item()``, ``float()``, ``.get()``, a boolean mask) stops the host until
@@ -14,7 +15,10 @@ cut on the device as the loop cuts them.
 On the stand-in (``TINYGRAD_GPU_CUPY=standin``, set here unless --real) the table shows per
 step: host syncs, bytes each way, kernel launches (ours in brackets), allocations and
 kernel-function lookups, and where each sync came from. The loss is read once, after the
-last step, as a log line would (not counted). The last line is ``host syncs per step: N``,
+last step, as a log line would (not counted). ``--dtype bfloat16`` or ``float16`` runs each
+step's forward under autocast, as ``train_charlm.py --dtype`` does; float16 adds the GradScaler,
+and its second step gets an overflow (an inf written into one gradient as backward finishes), so
+that the skipped step, decided on the device, is counted too. The last line is ``host syncs per step: N``,
 the most any step made. The GPU config's kernels run as their NumPy references there
 (TINYGRAD_GPU_STANDIN_KERNELS=reference: the emulator would take minutes a step); the
 counts are the same either way. The stand-in is not a model of speed: time is not shown.
@@ -45,6 +49,8 @@ def parse_args(argv=None):
     parser.add_argument("--config", choices=("cpu", "gpu", "both"), default="both")
     parser.add_argument("--steps", type=int, default=3, help="training steps per config (default 3)")
     parser.add_argument("--real", action="store_true", help="use CuPy on a real GPU instead of the stand-in")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                        help="what the step computes in (train_charlm.py's --dtype; default float32)")
     return parser.parse_args(argv)
 
 
@@ -63,32 +69,54 @@ def build(config: dict):
     return model, optimizer, dataset, np.random.default_rng(0)
 
 
-def measure_standin(config: dict, steps: int) -> int:
+def precision_for(model, dtype: str):
+    """train_charlm.py's Precision for `dtype`; for float16, a hook that overflows one gradient in step 1."""
+    from tinygrad_gpu.train.precision import Precision
+    precision = Precision.for_run(dtype, "cuda:0")
+    if precision.scaler is not None:
+        weight, steps_seen = model.lm_head.weight, [0]
+
+        def overflow_in_step_1(param):
+            if steps_seen[0] == 1:
+                param.grad.data[0, 0] = float("inf")        # on the device: a launch, no sync
+            steps_seen[0] += 1
+        weight.register_post_accumulate_grad_hook(overflow_in_step_1)
+    return precision
+
+
+def measure_standin(config: dict, steps: int, dtype: str) -> int:
     from tinygrad_gpu.testing.cupy_standin import counters
     from tinygrad_gpu.train.loop import training_step
     model, optimizer, dataset, rng = build(config)
+    precision = precision_for(model, dtype)
     print(f"{'step':>4} {'syncs':>6} {'to GPU':>10} {'to host':>8} {'launches (ours)':>16} {'allocations':>12} "
           f"{'lookups':>8}")
     worst = 0
     for step in range(steps):
         counters.reset()
         x, y = dataset.batch("train", config["batch_size"], rng)
-        loss, _ = training_step(model, optimizer, [(x, y)], 1.0)
+        loss, _ = training_step(model, optimizer, [(x, y)], 1.0, precision)
         c = counters
         print(f"{step:>4} {c.host_syncs:>6} {c.bytes_to_device:>10,} {c.bytes_to_host:>8,} "
               f"{c.launches:>9,} ({c.raw_launches:>3}) {c.allocations:>12,} {c.function_lookups:>8}")
         for site, n in c.sites.most_common():
             print(f"       sync x{n}: {site}")
         worst = max(worst, c.host_syncs)
-    print(f"loss after {steps} steps: {loss.item():.4f}")
+    print(f"loss after {steps} steps: {loss.item():.4f}" + scale_note(precision))
     return worst
 
 
-def measure_real(config: dict, steps: int) -> int:
+def scale_note(precision) -> str:
+    """The GradScaler's scale after the steps (read after the last one, as a log line would)."""
+    return "" if precision.scaler is None else f"; loss scale {precision.scaler.get_scale():g}"
+
+
+def measure_real(config: dict, steps: int, dtype: str) -> int:
     import cupy
     import cupyx
     from tinygrad_gpu.train.loop import training_step
     model, optimizer, dataset, rng = build(config)
+    precision = precision_for(model, dtype)
     pool = cupy.get_default_memory_pool()
     print(f"{'step':>4} {'syncs':>6} {'ms':>9} {'pool MB':>9}")
     for step in range(steps):
@@ -97,7 +125,7 @@ def measure_real(config: dict, steps: int) -> int:
         x, y = dataset.batch("train", config["batch_size"], rng)
         try:
             with cupyx.allow_synchronize(False):
-                loss, _ = training_step(model, optimizer, [(x, y)], 1.0)
+                loss, _ = training_step(model, optimizer, [(x, y)], 1.0, precision)
         except cupyx.DeviceSynchronized:          # the first sync stops the step: show where, and stop
             import traceback
             traceback.print_exc(limit=-4)
@@ -105,7 +133,7 @@ def measure_real(config: dict, steps: int) -> int:
             return 1
         cupy.cuda.Device().synchronize()
         print(f"{step:>4} {syncs:>6} {1e3 * (time.perf_counter() - start):>9.1f} {pool.used_bytes() / 2**20:>9.1f}")
-    print(f"loss after {steps} steps: {loss.item():.4f}")
+    print(f"loss after {steps} steps: {loss.item():.4f}" + scale_note(precision))
     return 0
 
 
@@ -122,9 +150,9 @@ def main(argv=None) -> int:
             os.environ.setdefault("TINYGRAD_GPU_STANDIN_KERNELS", "reference")
         print(f"== {config['label']}: {config['n_layer']} layers, {config['n_embd']} wide, "
               f"block {config['block_size']}, "
-              f"batch {config['batch_size']}, dropout {config['dropout']} "
+              f"batch {config['batch_size']}, dropout {config['dropout']}, {args.dtype} "
               f"({'real GPU' if args.real else 'CuPy stand-in'})")
-        worst = max(worst, (measure_real if args.real else measure_standin)(config, args.steps))
+        worst = max(worst, (measure_real if args.real else measure_standin)(config, args.steps, args.dtype))
     print(f"host syncs per step: {worst}")
     return 0
 

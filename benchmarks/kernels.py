@@ -9,7 +9,9 @@ inputs at the sizes of a small GPT training step; the table shows the median tim
 achieved memory bandwidth, counting the bytes a perfect implementation must move (every
 input read once, every output written once; the composition's temporaries cost it extra,
 which is the point of fusing).  These kernels are memory-bound: compare the GB/s with the
-GPU's peak (about 2,000 GB/s for an A100, 3,350 for an H100, 4,800 for an H200).
+GPU's peak (about 2,000 GB/s for an A100, 3,350 for an H100, 4,800 for an H200).  The
+kernels with 16-bit entry points get a second row in bfloat16 ("bf16"), whose composition
+computes in float32 as the reference does, and whose data is half the bytes.
 Without a GPU the script says so and exits with status 0.
 """
 from __future__ import annotations
@@ -26,43 +28,54 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))      # run from a checkout without installing
 
 from tinygrad_gpu import device as devices  # noqa: E402
+from tinygrad_gpu import dtypes  # noqa: E402
 from tinygrad_gpu.kernels import (adamw, causal_softmax, cross_entropy, embedding_backward, gelu,  # noqa: E402
                                   layernorm)
+
+
+# The kernels with 16-bit entry points run in float32 and in bfloat16: (dtype, row name's tag, bytes per data
+# element). Per-row statistics (lse, mean, rstd) and the losses stay float32 in both.
+PRECISIONS = ((np.float32, "", 4), (dtypes.bfloat16, " bf16", 2))
 
 
 def cases(xp, device, small):
     """(name, shape, bytes moved, our kernel, the composition) for each kernel, at GPT-like sizes."""
     rng = np.random.default_rng(0)
 
-    def f32(*shape, scale=1.0):
-        return xp.asarray((scale * rng.standard_normal(shape)).astype(np.float32))
+    def normal(*shape, scale=1.0, dtype=np.float32):
+        return xp.asarray((scale * rng.standard_normal(shape)).astype(np.float32).astype(dtype))
     rows = 64 if small else 64 * 256                    # batch x block of nanoGPT's shakespeare_char
     out = []
     for vocab in ([65, 257] if small else [65, 50257]):
-        n = rows if vocab < 1000 else rows // 4         # 4,096 rows of GPT-2's vocabulary: 0.8 GB of logits
-        x, t, g = f32(n, vocab, scale=3.0), xp.asarray(rng.integers(0, vocab, n)), f32(n)
-        _, lse = cross_entropy.forward(x, t, -100, 0.1, device)
-        out += [("cross_entropy fwd", (n, vocab), 4 * n * vocab + 16 * n,
-                 lambda x=x, t=t: cross_entropy.forward(x, t, -100, 0.1, device),
-                 lambda x=x, t=t: cross_entropy.reference_forward(x, t, -100, 0.1)),
-                ("cross_entropy bwd", (n, vocab), 8 * n * vocab + 16 * n,
-                 lambda x=x, t=t, lse=lse, g=g: cross_entropy.backward(x, t, lse, g, -100, 0.1, device),
-                 lambda x=x, t=t, lse=lse, g=g: cross_entropy.reference_backward(x, t, lse, g, -100, 0.1))]
+        n = rows if vocab < 1000 else rows // 4         # 4,096 rows of GPT-2's vocabulary: 0.8 GB of float32 logits
+        for dtype, tag, e in PRECISIONS:
+            x, t, g = normal(n, vocab, scale=3.0, dtype=dtype), xp.asarray(rng.integers(0, vocab, n)), normal(n)
+            _, lse = cross_entropy.forward(x, t, -100, 0.1, device)
+            out += [("cross_entropy fwd" + tag, (n, vocab), e * n * vocab + 16 * n,
+                     lambda x=x, t=t: cross_entropy.forward(x, t, -100, 0.1, device),
+                     lambda x=x, t=t: cross_entropy.reference_forward(x, t, -100, 0.1)),
+                    ("cross_entropy bwd" + tag, (n, vocab), 2 * e * n * vocab + 16 * n,
+                     lambda x=x, t=t, lse=lse, g=g: cross_entropy.backward(x, t, lse, g, -100, 0.1, device),
+                     lambda x=x, t=t, lse=lse, g=g: cross_entropy.reference_backward(x, t, lse, g, -100, 0.1))]
     for width in ([48, 130] if small else [384, 768]):
-        x, w, b, dy = f32(rows, width), f32(width), f32(width), f32(rows, width)
-        _, mean, rstd = layernorm.forward(x, w, b, 1e-5, device)
-        out += [("layernorm fwd", (rows, width), 8 * rows * width + 8 * rows,
-                 lambda x=x, w=w, b=b: layernorm.forward(x, w, b, 1e-5, device),
-                 lambda x=x, w=w, b=b: layernorm.reference_forward(x, w, b, 1e-5)),
-                ("layernorm bwd", (rows, width), 16 * rows * width + 8 * rows,
-                 lambda x=x, w=w, m=mean, r=rstd, dy=dy: layernorm.backward(x, w, m, r, dy, True, device),
-                 lambda x=x, w=w, m=mean, r=rstd, dy=dy: layernorm.reference_backward(x, w, m, r, dy, True))]
+        for dtype, tag, e in PRECISIONS:
+            x, w, b, dy = (normal(*shape, dtype=dtype) for shape in ((rows, width), (width,), (width,), (rows, width)))
+            _, mean, rstd = layernorm.forward(x, w, b, 1e-5, device)
+            out += [("layernorm fwd" + tag, (rows, width), 2 * e * rows * width + 8 * rows,
+                     lambda x=x, w=w, b=b: layernorm.forward(x, w, b, 1e-5, device),
+                     lambda x=x, w=w, b=b: layernorm.reference_forward(x, w, b, 1e-5)),
+                    ("layernorm bwd" + tag, (rows, width), 4 * e * rows * width + 8 * rows,
+                     lambda x=x, w=w, m=mean, r=rstd, dy=dy: layernorm.backward(x, w, m, r, dy, True, device),
+                     lambda x=x, w=w, m=mean, r=rstd, dy=dy: layernorm.reference_backward(x, w, m, r, dy, True))]
     n = rows * (4 * 48 if small else 4 * 384)           # the MLP's hidden activations
-    x, dy = f32(n, scale=2.0), f32(n)
-    out += [("gelu fwd", (n,), 8 * n, lambda: gelu.forward(x, device), lambda: gelu.reference_forward(x)),
-            ("gelu bwd", (n,), 12 * n, lambda: gelu.backward(x, dy, device), lambda: gelu.reference_backward(x, dy))]
+    for dtype, tag, e in PRECISIONS:
+        x, dy = normal(n, scale=2.0, dtype=dtype), normal(n, dtype=dtype)
+        out += [("gelu fwd" + tag, (n,), 2 * e * n,
+                 lambda x=x: gelu.forward(x, device), lambda x=x: gelu.reference_forward(x)),
+                ("gelu bwd" + tag, (n,), 3 * e * n,
+                 lambda x=x, dy=dy: gelu.backward(x, dy, device), lambda x=x, dy=dy: gelu.reference_backward(x, dy))]
     n = 100_000 if small else 10_650_000                # shakespeare_char's GPT
-    p, grad, m, v = f32(n), f32(n), f32(n) * 0, f32(n) * 0
+    p, grad, m, v = normal(n), normal(n), normal(n) * 0, normal(n) * 0
     p2, m2, v2 = p.copy(), m.copy(), v.copy()
     scalars = adamw.step_scalars(1e-3, 0.9, 0.99, 0.1, 10, True)
     out += [("adamw", (n,), 28 * n,
@@ -70,18 +83,20 @@ def cases(xp, device, small):
              lambda: adamw.reference_update(p2, grad, m2, v2, scalars["step_size"], 0.9, 0.99,
                                             scalars["bias_correction2_sqrt"], 1e-8, scalars["decay"], scalars["l2"]))]
     for vocab, dim in ([(65, 48)] if small else [(65, 384), (50257, 768)]):
-        ids, dout = xp.asarray(rng.integers(0, vocab, rows)), f32(rows, dim)
+        ids, dout = xp.asarray(rng.integers(0, vocab, rows)), normal(rows, dim)
         out += [(f"embedding bwd (vocab {vocab})", (rows, dim), 8 * rows * dim + 8 * rows + 4 * vocab * dim,
                  lambda ids=ids, d=dout, n=vocab: embedding_backward.embedding_backward(ids, d, n, device),
                  lambda ids=ids, d=dout, n=vocab: embedding_backward.reference(ids, d, n))]
     shape = (2, 2, 33, 33) if small else (64, 6, 256, 256)
-    s, dp = f32(*shape), f32(*shape)
-    probs = causal_softmax.forward(s, 0.125, device)
-    out += [("causal softmax fwd", shape, 8 * math.prod(shape),
-             lambda: causal_softmax.forward(s, 0.125, device), lambda: causal_softmax.reference_forward(s, 0.125)),
-            ("causal softmax bwd", shape, 12 * math.prod(shape),
-             lambda: causal_softmax.backward(probs, dp, 0.125, device),
-             lambda: causal_softmax.reference_backward(probs, dp, 0.125))]
+    for dtype, tag, e in PRECISIONS:
+        s, dp = normal(*shape, dtype=dtype), normal(*shape, dtype=dtype)
+        probs = causal_softmax.forward(s, 0.125, device)
+        out += [("causal softmax fwd" + tag, shape, 2 * e * math.prod(shape),
+                 lambda s=s: causal_softmax.forward(s, 0.125, device),
+                 lambda s=s: causal_softmax.reference_forward(s, 0.125)),
+                ("causal softmax bwd" + tag, shape, 3 * e * math.prod(shape),
+                 lambda p=probs, dp=dp: causal_softmax.backward(p, dp, 0.125, device),
+                 lambda p=probs, dp=dp: causal_softmax.reference_backward(p, dp, 0.125))]
     return out
 
 

@@ -25,7 +25,7 @@ from tinygrad_gpu.data import TextDataset, read_text  # noqa: E402
 from tinygrad_gpu.nn import GPT, lora  # noqa: E402
 from tinygrad_gpu.optim.lr_scheduler import warmup_cosine  # noqa: E402
 from tinygrad_gpu.tokenizers import GPT2Tokenizer  # noqa: E402
-from tinygrad_gpu.train import compute  # noqa: E402
+from tinygrad_gpu.train import compute, one_line_errors, precision  # noqa: E402
 from tinygrad_gpu.train.loop import estimate_loss, training_step  # noqa: E402
 from tinygrad_gpu.train.reporting import cost_line, run_totals  # noqa: E402
 
@@ -38,6 +38,9 @@ def parse_args(argv=None):
     p.add_argument("--data", default=os.path.join(HERE, "data", "shop_products.txt"), help="a UTF-8 text file")
     p.add_argument("--out-dir", default="out-gpt2-finetune")
     p.add_argument("--device", default=None, help="cpu or cuda (default: the default device)")
+    p.add_argument("--dtype", default=None, choices=precision.CHOICES,
+                   help="float32, or bfloat16 / float16 under autocast (default: bfloat16 on a GPU of compute "
+                        "capability 8.0 and up, float16 on older GPUs, float32 on the CPU)")
     p.add_argument("--block-size", type=int, default=128, help="tokens per window (at most the model's context)")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--max-iters", type=int, default=100)
@@ -77,26 +80,29 @@ def main(argv=None) -> dict:
           f"train {len(dataset.splits['train']):,} / val {len(dataset.splits['val']):,} tokens; device {device}")
     optimizer = model.configure_optimizers(args.weight_decay, args.lr, (0.9, 0.95))
     rng = np.random.default_rng(args.seed)
+    with one_line_errors():                     # a GPU without bfloat16, say: one line, exit code 2
+        run_precision = precision.Precision.for_run(args.dtype, device)
+    print(f"computing in {run_precision.name}")
 
-    before = estimate_loss(model, dataset, args)
+    before = estimate_loss(model, dataset, args, precision=run_precision)
     print(f"iter 0: train {before['train']:.4f}, val {before['val']:.4f}")
     start = time.perf_counter()
     for iter_num in range(1, args.max_iters + 1):
         for group in optimizer.param_groups:
             group["lr"] = warmup_cosine(iter_num - 1, args.lr, args.warmup_iters, args.max_iters, args.lr / 10)
         x, y = dataset.batch("train", args.batch_size, rng)
-        loss, _ = training_step(model, optimizer, [(x, y)], args.grad_clip)
+        loss, _ = training_step(model, optimizer, [(x, y)], args.grad_clip, run_precision)
         if iter_num % args.eval_interval == 0 or iter_num == args.max_iters:
-            losses = estimate_loss(model, dataset, args)
+            losses = estimate_loss(model, dataset, args, precision=run_precision)
             print(f"iter {iter_num}: loss {loss.item():.4f}; train {losses['train']:.4f}, val {losses['val']:.4f}; "
                   f"{(time.perf_counter() - start) / iter_num:.2f} s per step")
     seconds = time.perf_counter() - start
-    after = estimate_loss(model, dataset, args)
+    after = estimate_loss(model, dataset, args, precision=run_precision)
     print(f"val loss on the new text: {before['val']:.4f} before fine-tuning, {after['val']:.4f} after "
           f"{args.max_iters} iterations")
     # What the run cost, counted as every training run counts it (6N + 12LCT per token, even for LoRA,
     # which skips the frozen weights' gradients: the usual accounting, so MFUs compare)
-    peak, _ = compute.peak_flops(device, model.transformer.wte.weight.dtype)
+    peak, _ = compute.peak_flops(device, run_precision.low_dtype or model.transformer.wte.weight.dtype)
     totals = run_totals(args.max_iters * args.batch_size * block_size, model.flops_per_token(), seconds, peak,
                         args.price_per_hour)
     print(cost_line(totals, args.price_per_hour))

@@ -18,7 +18,8 @@ def test_every_part_runs_and_the_summary_names_each(tmp_path):
     done = subprocess.run(["bash", str(SCRIPT), "logs"], capture_output=True, text=True, timeout=300, cwd=tmp_path,
                           env=dict(os.environ, PYTHON=sys.executable))     # logs: a folder under the caller's
     summary = done.stdout.split("=== summary")[-1]
-    for part in ("gpu", "tests", "cudapass", "readiness", "kernels", "step", "scaling", "infer", "nccl"):
+    for part in ("gpu", "tests", "cudapass", "readiness", "readyhalf", "precision", "kernels", "step", "scaling",
+                 "infer", "nccl"):
         assert f"\n{part} " in summary, done.stdout[-2000:]
         assert (tmp_path / "logs" / f"{part}.log").exists()
     assert "step.py wrote no results" in done.stdout + done.stderr     # no cuda device here, so no table

@@ -123,3 +123,37 @@ def test_sampling_makes_no_float64_arrays():
     counters.reset()
     model.generate(tg.zeros(2, 1, dtype=tg.int64, device="cuda"), 4, top_k=5)
     assert "float64" not in counters.allocated_dtypes
+
+
+@on_standin
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_mixed_precision_step_never_waits_for_the_gpu(monkeypatch, dtype):
+    """--dtype bfloat16 (autocast) and float16 (autocast and a GradScaler) make no host sync either, float16
+    not even in a step whose gradients overflow: the scaler finds the inf, AdamW skips its update and
+    the scale halves, all decided on the device."""
+    from tinygrad_gpu import gradient_sums
+    from tinygrad_gpu.testing.cupy_standin import counters
+    from tinygrad_gpu.train.precision import Precision
+    monkeypatch.setattr(gradient_sums, "CHECK_SPARE", False)
+    monkeypatch.setenv("TINYGRAD_GPU_STANDIN_KERNELS", "reference")
+    model = tiny_gpt(dropout=0.1)
+    optimizer = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99))
+    precision = Precision.for_run(dtype, "cuda:0")
+    assert (precision.scaler is not None) == (dtype == "float16")
+    x, y = tg.randint(0, 11, (2, 8), device="cuda"), tg.randint(0, 11, (2, 8), device="cuda")
+    training_step(model, optimizer, [(x, y)], 1.0, precision)          # builds AdamW's state
+    overflow = dtype == "float16"
+    if overflow:
+        model.lm_head.weight.register_post_accumulate_grad_hook(lambda p: p.grad.data.fill(float("inf")))
+    before = [p.numpy() for p in model.parameters()]
+    scale = precision.scaler.get_scale() if overflow else None
+    counters.reset()
+    loss, _ = training_step(model, optimizer, [(x, y)], 1.0, precision)
+    assert counters.host_syncs == 0, counters.sites
+    assert loss.dtype == tg.float32 and np.isfinite(loss.item())
+    after = [p.numpy() for p in model.parameters()]
+    if overflow:                         # skipped: every weight as it was, and the scale backed off
+        assert all(np.array_equal(a, b) for a, b in zip(before, after))
+        assert precision.scaler.get_scale() == scale / 2
+    else:
+        assert not all(np.array_equal(a, b) for a, b in zip(before, after))

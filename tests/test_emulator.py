@@ -1,14 +1,16 @@
 """The CUDA emulator (tinygrad_gpu/kernels/cuda_emu.h, emulator.py) on small kernels written here.
 
 Each test checks one piece of CUDA semantics (barriers, shuffles, votes, atomics, static and
-dynamic shared memory, 2-D/3-D indices) or one promise of the emulator (deadlocks raise,
-compile errors name file and line, a shuffled order exposes a planted race, the cache).
+dynamic shared memory, 2-D/3-D indices, the 16-bit float types and their conversions) or one
+promise of the emulator (deadlocks raise, compile errors name file and line, a shuffled order
+exposes a planted race, the cache).
 """
 import os
 
 import numpy as np
 import pytest
 
+from tinygrad_gpu import dtypes
 from tinygrad_gpu.kernels import emulator
 
 SOURCE = r"""
@@ -249,3 +251,110 @@ def test_compiled_libraries_are_cached_by_source(tmp_path, monkeypatch):
     emulator.compile_source(source.replace("= 1", "= 2"), "cached.cu")
     assert len(list((tmp_path / "emu").glob("cached-*.so"))) == 2   # another source, another entry
     assert not [p for p in os.listdir(tmp_path / "emu") if "partial" in p]
+
+
+# ----------------------------------------------------------------------------- 16-bit floats
+HALF_SOURCE = r"""
+// cuda_emu.h's __half and __nv_bfloat16, converted elementwise; the short names round as the _rn ones.
+extern "C" __global__ void half_to_float(const __half* h, float* f, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) f[i] = __half2float(h[i]);
+}
+extern "C" __global__ void float_to_half(const float* f, __half* h, __half* h_short, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        h[i] = __float2half_rn(f[i]);
+        h_short[i] = __float2half(f[i]);
+    }
+}
+extern "C" __global__ void bfloat16_to_float(const __nv_bfloat16* b, float* f, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) f[i] = __bfloat162float(b[i]);
+}
+extern "C" __global__ void float_to_bfloat16(const float* f, __nv_bfloat16* b, __nv_bfloat16* b_short, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        b[i] = __float2bfloat16_rn(f[i]);
+        b_short[i] = __float2bfloat16(f[i]);
+    }
+}
+extern "C" __global__ void copy_bits(const unsigned short* a, unsigned short* b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) b[i] = a[i];
+}
+"""
+HALF_TYPES = {"half": dtypes.float16, "bfloat16": dtypes.bfloat16}
+
+
+@pytest.fixture(scope="module")
+def half_module():
+    return emulator.compile_source(HALF_SOURCE, "test_emulator_half.cu")
+
+
+def to_float(module, name, values):
+    out = np.zeros(values.size, np.float32)
+    module.launch(f"{name}_to_float", -(-values.size // 256), 256, [values, out, np.int32(values.size)])
+    return out
+
+
+def from_float(module, name, values):
+    rounded, short = np.zeros(values.size, HALF_TYPES[name]), np.zeros(values.size, HALF_TYPES[name])
+    module.launch(f"float_to_{name}", -(-values.size // 256), 256, [values, rounded, short, np.int32(values.size)])
+    np.testing.assert_array_equal(short.view(np.uint16), rounded.view(np.uint16))
+    return rounded
+
+
+@pytest.mark.parametrize("name", HALF_TYPES)
+def test_every_16_bit_pattern_round_trips_through_float(half_module, name):
+    """All 65536 values, NaNs with their payloads included: to float exactly as NumPy (ml_dtypes) converts,
+    and back to the same bits."""
+    bits = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
+    values = bits.view(HALF_TYPES[name])
+    floats = to_float(half_module, name, values)
+    want, nan = values.astype(np.float32), np.isnan(values.astype(np.float32))
+    np.testing.assert_array_equal(floats.view(np.uint32)[~nan], want.view(np.uint32)[~nan])
+    assert np.isnan(floats[nan]).all() and (np.signbit(floats) == (bits >= 0x8000)).all()
+    np.testing.assert_array_equal(from_float(half_module, name, floats).view(np.uint16), bits)
+
+
+def rounding_cases(dtype, rng):
+    """float32 values that test rounding to `dtype`: random bit patterns (every exponent, NaNs, infinities,
+    float32 subnormals), the exact midpoint between every two neighbouring finite 16-bit values (ties: to
+    even) and the float32 values either side of it, with both signs. The midpoints above the largest value
+    and below the smallest subnormal (0 and it) test overflow to inf and underflow to 0."""
+    finite = np.arange(int(np.array(np.inf, dtype).view(np.uint16)), dtype=np.uint32).astype(np.uint16)
+    low = finite.view(dtype).astype(np.float64)
+    step = np.diff(low, append=2 * low[-1] - low[-2])                 # above the largest: its own spacing
+    midpoints = (low + step / 2).astype(np.float32)                   # exact: 12 (or 9) significant bits
+    near = [midpoints, np.nextafter(midpoints, np.float32(np.inf)), np.nextafter(midpoints, np.float32(0))]
+    random_bits = rng.integers(0, 2**32, 100_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    edges = np.float32([0.0, np.inf, np.nan, 1e-45, 1e-40, 1e-8, 65504, 65519.996, 65520, 1e5,
+                        np.finfo(np.float32).max, 3.3895314e38, 3.3961776e38])
+    values = np.concatenate([*near, edges])
+    return np.concatenate([values, -values, random_bits])
+
+
+@pytest.mark.parametrize("name", HALF_TYPES)
+def test_float_to_16_bits_rounds_to_nearest_even(half_module, name):
+    dtype = HALF_TYPES[name]
+    values = rounding_cases(dtype, np.random.default_rng(0))
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = values.astype(dtype)
+    got = from_float(half_module, name, values)
+    nan = np.isnan(values)
+    np.testing.assert_array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+    assert np.isnan(got[nan].astype(np.float32)).all()
+    assert np.isinf(got.astype(np.float32)).any() and (got.view(np.uint16) & 0x7fff == 1).any()   # cases reached
+
+
+def test_the_three_2_byte_array_types_are_told_apart(half_module):
+    n, floats = 4, np.zeros(4, np.float32)
+    with pytest.raises(TypeError, match="argument 0: expected an array of f2.*got dtype uint16"):
+        half_module.launch("half_to_float", 1, 32, [np.zeros(n, np.uint16), floats, np.int32(n)])
+    with pytest.raises(TypeError, match="argument 0: expected an array of f2.*got dtype bfloat16"):
+        half_module.launch("half_to_float", 1, 32, [np.zeros(n, dtypes.bfloat16), floats, np.int32(n)])
+    with pytest.raises(TypeError, match="argument 0: expected an array of bf2.*got dtype float16"):
+        half_module.launch("bfloat16_to_float", 1, 32, [np.zeros(n, np.float16), floats, np.int32(n)])
+    with pytest.raises(TypeError, match="argument 1: expected an array of u2.*got dtype float16"):
+        half_module.launch("copy_bits", 1, 32, [np.zeros(n, np.uint16), np.zeros(n, np.float16), np.int32(n)])
+    half_module.launch("copy_bits", 1, 32, [np.arange(n, dtype=np.uint16), np.zeros(n, np.uint16), np.int32(n)])

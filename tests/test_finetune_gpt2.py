@@ -72,3 +72,16 @@ def test_sample_py_reads_the_written_folder_with_and_without_the_cache(tiny_gpt2
                      "--temperature", "0.9", "--top-p", "0.9", "--seed", "5", "--device", "cpu", *extra])
         texts.append(capsys.readouterr().out)
     assert texts[0] == texts[1] and texts[0].count("--- sample") == 2 and "Serum" in texts[0]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_fine_tuning_in_half_precision_lowers_the_val_loss_and_keeps_float32_weights(tiny_gpt2, tmp_path, dtype,
+                                                                                   capsys):
+    out = tmp_path / "out"
+    result = _example().main(["--init-from", str(tiny_gpt2), "--data", SHOP, "--out-dir", str(out),
+                              "--block-size", "32", "--batch-size", "4", "--max-iters", "40", "--eval-interval", "40",
+                              "--eval-iters", "2", "--lr", "3e-3", "--warmup-iters", "2", "--sample-tokens", "0",
+                              "--dtype", dtype])
+    assert f"computing in {dtype}" in capsys.readouterr().out
+    assert result["after"]["val"] < result["before"]["val"] - 0.1
+    assert {p.dtype for p in result["model"].parameters()} == {tg.float32}     # autocast casts copies only

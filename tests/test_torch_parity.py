@@ -257,3 +257,34 @@ def test_both_engines_train_alike_on_one_random_stream(stream):
     assert len(losses["ours"]) == 7                    # 3 evaluations x (train, val), then the whole split
     np.testing.assert_allclose(losses["ours"], losses["torch"], atol=2e-4)
     assert losses["ours"][-2] < losses["ours"][1]      # and it learned something
+
+
+# rtol on the largest magnitude: 16-bit products round every matrix to 8 (bfloat16) or 11 (float16)
+# significant bits, and the two engines round at slightly different places (PyTorch adds a Linear's
+# bias before rounding, its CPU attention keeps the scores in float32), so each holds a few roundings'
+# error of the other: a few times 2^-9 or 2^-12 (the unit roundoffs)
+AUTOCAST_TOL = {"bfloat16": 2e-2, "float16": 3e-3}       # measured worst: 8e-3 and 9e-4
+
+
+@pytest.mark.parametrize("low", ["bfloat16", "float16"])
+def test_gpt_under_autocast_matches_torch_autocast(low):
+    """tg.autocast("cpu") against torch.autocast("cpu") on the same GPT: the same dtypes come out (16-bit
+    logits, a float32 loss, float32 gradients) and the numbers agree to 16-bit rounding."""
+    ours, theirs = twin_gpts(bias=True)
+    x, y = batch()
+    kind = "cuda" if tg.default_device().startswith("cuda") else "cpu"      # ours, in the cuda pass: on cuda
+    with tg.autocast(kind, dtype=getattr(tg, low)):
+        logits, loss = ours(tg.tensor(x), tg.tensor(y))
+    loss.backward()
+    with torch.autocast("cpu", dtype=getattr(torch, low)):
+        t_logits, t_loss = theirs(torch.from_numpy(x), torch.from_numpy(y))
+    t_loss.backward()
+    assert logits.dtype.name == str(t_logits.dtype).split(".")[1] == low
+    assert loss.dtype == tg.float32 and t_loss.dtype == torch.float32
+    tol = AUTOCAST_TOL[low]
+    assert report(f"autocast {low} logits", logits.float().numpy(), t_logits.float().detach().numpy())[1] < tol
+    assert report(f"autocast {low} loss", loss.item(), t_loss.item())[1] < tol / 4
+    theirs_params = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        assert p.grad.dtype == tg.float32 and theirs_params[name].grad.dtype == torch.float32
+        assert report(f"  autocast {low} grad {name}", p.grad.numpy(), theirs_params[name].grad.numpy())[1] < tol, name

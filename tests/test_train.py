@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+import tinygrad_gpu as tg
 from tinygrad_gpu import nn
 from tinygrad_gpu.train import TrainConfig, freeze
 
@@ -60,8 +61,10 @@ def test_smoke_run_writes_metrics_checkpoint_and_samples(tmp_path, corpus, model
     assert result.returncode == 0, result.stderr
     rows = _metrics(out)
     assert [r["iter"] for r in rows] == [0, 10, 20, 30]
-    assert set(rows[0]) == {"iter", "train_loss", "val_loss", "lr", "tokens_per_sec", "world_size", "elapsed_s",
-                            "flops", "tflops_per_sec", "mfu"}           # cost fields only with --price-per-hour
+    assert set(rows[0]) == {"iter", "train_loss", "val_loss", "lr", "tokens_per_sec", "world_size", "dtype",
+                            "elapsed_s", "flops", "tflops_per_sec", "mfu"}   # cost fields only with --price-per-hour
+    # the default: float32 on the cpu, bfloat16 on a GPU of compute capability 8.0 (the stand-in's, in the cuda pass)
+    assert rows[0]["dtype"] == ("bfloat16" if tg.cuda_available() else "float32")
     assert rows[-1]["train_loss"] < rows[0]["train_loss"] - 0.3, rows
     assert os.path.exists(os.path.join(out, "ckpt.safetensors"))
     assert "--- sample 1 ---" in result.stdout and "final: train loss" in result.stdout
@@ -147,7 +150,27 @@ def test_resume_after_a_kill_reproduces_the_uninterrupted_run(tmp_path, corpus, 
     assert _losses(_metrics(out)) == _losses(_metrics(reference))
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_half_precision_run_records_its_dtype_and_resumes_exactly(tmp_path, corpus, dtype):
+    """--dtype trains under autocast (float16 with a GradScaler, whose scale and growth tracker the
+    checkpoint keeps): a run stopped at iteration 20 and resumed gives the uninterrupted run's losses."""
+    common = ["--data", corpus, "--eval-interval", "10", "--lr-decay-iters", "40", "--dtype", dtype, *TINY]
+    reference, resumed = str(tmp_path / "reference"), str(tmp_path / "resumed")
+    whole = _run("train_charlm.py", *common, "--out-dir", reference, "--max-iters", "40")
+    assert whole.returncode == 0 and f"computing in {dtype} (autocast" in whole.stdout, whole.stderr
+    assert ("GradScaler" in whole.stdout) == (dtype == "float16")
+    assert _run("train_charlm.py", *common, "--out-dir", resumed, "--max-iters", "20").returncode == 0
+    saved = tg.load(os.path.join(resumed, "ckpt.safetensors"))
+    assert ("grad_scaler" in saved) == (dtype == "float16")
+    again = _run("train_charlm.py", *common, "--out-dir", resumed, "--max-iters", "40", "--resume")
+    assert again.returncode == 0, again.stderr
+    rows = _metrics(resumed)
+    assert _losses(rows) == _losses(_metrics(reference)) and {r["dtype"] for r in rows} == {dtype}
+    assert rows[-1]["val_loss"] < rows[0]["val_loss"] - 0.5                # it learns
+
+
 @pytest.mark.parametrize("args, message", [
+    (["--dtype", "float64"], "invalid choice"),
     (["--n-embd", "30", "--n-head", "4"], "divisible"),
     (["--device", "tpu"], "unknown device"),
     (["--data", "/no/such/file.txt"], "no text file"),

@@ -11,14 +11,15 @@ training step; then device.py, dtypes.py, tensor.py (Tensor and Function), autog
 backward pass) and gradient_sums.py, ops/ (each op's forward and backward side by side),
 nn/functional.py, gradcheck.py.
 """
-from . import distributed, dtypes, nn, optim, viz
+from . import amp, distributed, dtypes, nn, optim, viz
+from .amp import autocast
 from .backends import backends
 from .checkpoint import load, save
 from .autograd import grad
 from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, meshgrid, ones, ones_like, rand,
                        rand_like, randint, randn, randn_like, randperm, tensor, zeros, zeros_like)
 from .device import cuda_available, default_device, set_default_device
-from .dtypes import bool_, float16, float32, float64, int32, int64
+from .dtypes import bfloat16, bool_, finfo, float16, float32, float64, int32, int64
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .ops.elementwise import where
 from .ops.linalg import dot, einsum, matmul

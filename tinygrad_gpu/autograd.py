@@ -35,6 +35,7 @@ import numpy as np
 
 from . import device as devices
 from . import gradient_sums
+from .amp import autocast_mode
 from .gradient_sums import GradientSums
 from .tensor import Tensor, set_grad_enabled
 
@@ -67,8 +68,9 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
 
 
 def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, into_leaves) -> None:
-    """Step 2 and 3 above: each node's backward, in order, its results added into its inputs' sums."""
-    with set_grad_enabled(create_graph):
+    """Step 2 and 3 above: each node's backward, in order, its results added into its inputs' sums.
+    Autocast is off: each backward computes in the dtypes its forward chose (amp/autocast_mode.py)."""
+    with set_grad_enabled(create_graph), autocast_mode.suspended():
         for node in order:
             with devices.use(node.device):                      # on a GPU: where this node lives
                 grad, spare = sums.pop(node)                    # (a slice's gradient is made full-size here)

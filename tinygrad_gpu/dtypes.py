@@ -9,27 +9,78 @@ tensors speak the same language.  Promotion follows PyTorch, not NumPy:
 * Within a category the wider type wins, but a 0-d tensor does not widen a tensor
   that has dimensions: float32 tensor + float64 scalar tensor -> float32.
 * A Python scalar never widens a tensor of its own category: float16 tensor * 2.0 -> float16.
+* bfloat16 and float16 hold neither each other's range nor each other's precision: together they
+  give float32, as in PyTorch.
+
+bfloat16 comes from ml_dtypes (a dependency: a small wheel that needs only NumPy, and the same
+type JAX, CuPy and safetensors use), so that ``tg.bfloat16`` and checkpoints stored as BF16 work
+on every install. NumPy sees it as a 16-bit type of its own (its ``kind`` is 'V', not 'f'), which
+is why the code asks ``is_floating`` here rather than looking at ``dtype.kind``.
 """
+import ml_dtypes
 import numpy as np
 
 bool_ = np.dtype(np.bool_)
 int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
 float16 = np.dtype(np.float16)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
 
 default_float = float32
+HALF = (float16, bfloat16)          # the 16-bit floats: computed in float32, stored in 16 bits
 
 
 def is_floating(dtype) -> bool:
-    return np.dtype(dtype).kind == "f"
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype == bfloat16
+
+
+def is_half(dtype) -> bool:
+    return dtype in HALF            # a dtype, or anything that compares equal to one (np.float16, "bfloat16")
 
 
 def category(dtype) -> int:
     """0 for bool, 1 for integers, 2 for floating point."""
-    kind = np.dtype(dtype).kind
-    return {"b": 0, "i": 1, "u": 1, "f": 2}.get(kind, 3)
+    dtype = np.dtype(dtype)
+    if dtype == bfloat16:
+        return 2
+    return {"b": 0, "i": 1, "u": 1, "f": 2}.get(dtype.kind, 3)
+
+
+def accumulator(dtype):
+    """The dtype sums of `dtype` are added up in: float32 for the 16-bit floats (as PyTorch and the
+    GPUs' libraries do: 16-bit sums lose every addend below 1/256 or 1/2048 of the total, and float16's
+    overflow at 65504), the dtype itself otherwise."""
+    return float32 if is_half(dtype) else np.dtype(dtype)
+
+
+def widest_float(dtype_a, dtype_b):
+    """The float that holds both: the wider one, and float32 for bfloat16 with float16."""
+    dtype_a, dtype_b = np.dtype(dtype_a), np.dtype(dtype_b)
+    if {dtype_a, dtype_b} == {float16, bfloat16}:
+        return float32
+    return dtype_a if dtype_a.itemsize >= dtype_b.itemsize else dtype_b
+
+
+class finfo:
+    """``tg.finfo(tg.bfloat16)``: the limits of a floating dtype, under PyTorch's names (bits, eps, max, min,
+    tiny, smallest_normal, resolution, dtype)."""
+
+    def __init__(self, dtype=None):
+        dtype = default_float if dtype is None else np.dtype(dtype)
+        if not is_floating(dtype):
+            raise TypeError(f"finfo: {dtype} is not a floating-point dtype; use numpy.iinfo for integers")
+        info = ml_dtypes.finfo(dtype) if dtype == bfloat16 else np.finfo(dtype)
+        self.dtype, self.bits = dtype.name, dtype.itemsize * 8
+        self.eps, self.max, self.min = float(info.eps), float(info.max), float(info.min)
+        self.tiny = self.smallest_normal = float(info.smallest_normal)
+        self.resolution = 10.0 ** -int(info.precision)        # PyTorch: 0.01 for bfloat16, 0.001 for float16
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
+                f"smallest_normal={self.smallest_normal:g}, tiny={self.tiny:g}, dtype={self.dtype})")
 
 
 def promote(dtype_a, ndim_a: int, dtype_b, ndim_b: int):
@@ -41,6 +92,8 @@ def promote(dtype_a, ndim_a: int, dtype_b, ndim_b: int):
         return dtype_a if cat_a > cat_b else dtype_b
     if (ndim_a == 0) != (ndim_b == 0):  # a dimensioned tensor outranks a 0-d one
         return dtype_b if ndim_a == 0 else dtype_a
+    if cat_a == 2:
+        return widest_float(dtype_a, dtype_b)
     return np.promote_types(dtype_a, dtype_b)
 
 

@@ -110,7 +110,7 @@ class Function:
         with devices.use(device):            # on a GPU, the op runs (and allocates) where its inputs live
             out = ctx.forward(*inputs, **options)
         out_device = getattr(ctx, "out_device", device)
-        if ctx.recording and out.dtype.kind != "f":
+        if ctx.recording and out.dtype.kind != "f" and out.dtype != dtypes.bfloat16:
             ctx.recording = False      # integer and bool results (x.long(), argmax) carry no gradient
         if not ctx.recording:
             return Tensor._wrap(out, out_device)
@@ -336,6 +336,9 @@ class Tensor:
     def half(self) -> Tensor:
         return self.to(dtype=dtypes.float16)
 
+    def bfloat16(self) -> Tensor:
+        return self.to(dtype=dtypes.bfloat16)
+
     def long(self) -> Tensor:
         return self.to(dtype=dtypes.int64)
 
@@ -410,9 +413,9 @@ class Tensor:
     def __mul__(self, other): return self._binary(_elementwise.Mul, other)
     def __rmul__(self, other): return self._binary(_elementwise.Mul, other, reverse=True)
     def __truediv__(self, other): return self._binary(_elementwise.Div, other)
-    def __rtruediv__(self, other): return self._binary(_elementwise.Div, other, reverse=True)
-    def __pow__(self, exponent): return _elementwise.pow(self, exponent)
-    def __rpow__(self, base): return _elementwise.pow(self._as_tensor(base), self)
+    def __rtruediv__(self, other): return self._in_float32()._binary(_elementwise.Div, other, reverse=True)
+    def __pow__(self, exponent): return _elementwise.pow(self._in_float32(), exponent)
+    def __rpow__(self, base): return _elementwise.pow(self._as_tensor(base)._in_float32(), self._in_float32())
     def __matmul__(self, other): return _linalg.matmul(self, self._as_tensor(other))
     def __rmatmul__(self, other): return _linalg.matmul(self._as_tensor(other), self)
     def __neg__(self): return _elementwise.Neg.apply(self)
@@ -458,10 +461,10 @@ class Tensor:
     def all(self): return _elementwise.predicate(self, "all")
 
     # ------------------------------------------------------------------ unary math
-    def exp(self): return _elementwise.Exp.apply(self._floating())
-    def log(self): return _elementwise.Log.apply(self._floating())
+    def exp(self): return _elementwise.Exp.apply(self._floating()._in_float32())
+    def log(self): return _elementwise.Log.apply(self._floating()._in_float32())
     def sqrt(self): return _elementwise.Sqrt.apply(self._floating())
-    def rsqrt(self): return _elementwise.Rsqrt.apply(self._floating())
+    def rsqrt(self): return _elementwise.Rsqrt.apply(self._floating()._in_float32())
     def tanh(self): return _elementwise.Tanh.apply(self._floating())
     def sigmoid(self): return _elementwise.Sigmoid.apply(self._floating())
     def sin(self): return _elementwise.Sin.apply(self._floating())
@@ -483,8 +486,13 @@ class Tensor:
         """Math functions of integer tensors compute in the default float type, as PyTorch does."""
         return self if dtypes.is_floating(self.dtype) else self.to(dtype=dtypes.default_float)
 
+    def _in_float32(self) -> Tensor:
+        """The input of an op that autocast runs in float32 (softmax, sum, exp, ...): a 16-bit float is cast
+        up inside an autocast region, anything else is left alone (amp/autocast_mode.py)."""
+        return _autocast.float32(self)[0] if _autocast.region_open() else self
+
     # ------------------------------------------------------------------ reductions
-    def sum(self, dim=None, keepdim=False, dtype=None): return _reduce.sum(self, dim, keepdim, dtype)
+    def sum(self, dim=None, keepdim=False, dtype=None): return _reduce.sum(self._in_float32(), dim, keepdim, dtype)
     def mean(self, dim=None, keepdim=False): return _reduce.mean(self, dim, keepdim)
     def var(self, dim=None, unbiased=None, keepdim=False, correction=None):
         return _reduce.var(self, dim, keepdim, _reduce.correction_of(unbiased, correction))
@@ -499,8 +507,8 @@ class Tensor:
     def argmax(self, dim=None, keepdim=False): return _reduce.arg_extreme(self, dim, keepdim, "argmax")
     def argmin(self, dim=None, keepdim=False): return _reduce.arg_extreme(self, dim, keepdim, "argmin")
     def logsumexp(self, dim, keepdim=False): return _reduce.logsumexp(self, dim, keepdim)
-    def softmax(self, dim): return _reduce.Softmax.apply(self._floating(), dim=dim)
-    def log_softmax(self, dim): return _reduce.LogSoftmax.apply(self._floating(), dim=dim)
+    def softmax(self, dim): return _reduce.Softmax.apply(self._floating()._in_float32(), dim=dim)
+    def log_softmax(self, dim): return _reduce.LogSoftmax.apply(self._floating()._in_float32(), dim=dim)
 
     # ------------------------------------------------------------------ movement
     def reshape(self, *shape): return _movement.reshape(self, shape)
@@ -521,20 +529,20 @@ class Tensor:
 
     # ------------------------------------------------------------------ more math
     # trigonometric and hyperbolic functions and their inverses (ops/trigonometric.py)
-    def tan(self): return _trigonometric.Tan.apply(self._floating())
-    def asin(self): return _trigonometric.Asin.apply(self._floating())
-    def acos(self): return _trigonometric.Acos.apply(self._floating())
+    def tan(self): return _trigonometric.Tan.apply(self._floating()._in_float32())
+    def asin(self): return _trigonometric.Asin.apply(self._floating()._in_float32())
+    def acos(self): return _trigonometric.Acos.apply(self._floating()._in_float32())
     def atan(self): return _trigonometric.Atan.apply(self._floating())
-    def sinh(self): return _trigonometric.Sinh.apply(self._floating())
-    def cosh(self): return _trigonometric.Cosh.apply(self._floating())
+    def sinh(self): return _trigonometric.Sinh.apply(self._floating()._in_float32())
+    def cosh(self): return _trigonometric.Cosh.apply(self._floating()._in_float32())
     def asinh(self): return _trigonometric.Asinh.apply(self._floating())
     def acosh(self): return _trigonometric.Acosh.apply(self._floating())
     def atanh(self): return _trigonometric.Atanh.apply(self._floating())
     arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
     # exponentials and logarithms in bases 2 and 10, log(e^a + e^b) (ops/exponential.py)
     def exp2(self): return _exponential.Exp2.apply(self._floating())
-    def log2(self): return _exponential.Log2.apply(self._floating())
-    def log10(self): return _exponential.Log10.apply(self._floating())
+    def log2(self): return _exponential.Log2.apply(self._floating()._in_float32())
+    def log10(self): return _exponential.Log10.apply(self._floating()._in_float32())
     def logaddexp(self, other): return self._binary(_exponential.LogAddExp, other)
     # rounding, and the divisions that round (ops/rounding.py); % and // as in Python and PyTorch
     def floor(self): return _rounding.to_whole(self, _rounding.Floor)
@@ -559,9 +567,9 @@ class Tensor:
     def isneginf(self): return _elementwise.predicate(self, "isneginf")
 
     # ------------------------------------------------------------------ products, scans and sorting
-    def prod(self, dim=None, keepdim=False, dtype=None): return _reduce.prod(self, dim, keepdim, dtype)
-    def cumsum(self, dim, dtype=None): return _scan.cumsum(self, dim, dtype)
-    def cumprod(self, dim, dtype=None): return _scan.cumprod(self, dim, dtype)
+    def prod(self, dim=None, keepdim=False, dtype=None): return _reduce.prod(self._in_float32(), dim, keepdim, dtype)
+    def cumsum(self, dim, dtype=None): return _scan.cumsum(self._in_float32(), dim, dtype)
+    def cumprod(self, dim, dtype=None): return _scan.cumprod(self._in_float32(), dim, dtype)
     def cummax(self, dim): return _scan.cumulative_extreme(self, dim, "cummax")
     def cummin(self, dim): return _scan.cumulative_extreme(self, dim, "cummin")
     def logcumsumexp(self, dim): return _scan.logcumsumexp(self, dim)
@@ -605,3 +613,4 @@ from .ops import scan as _scan  # noqa: E402
 from .ops import sort as _sort  # noqa: E402
 from .ops import trigonometric as _trigonometric  # noqa: E402
 from . import autograd as _autograd  # noqa: E402
+from .amp import autocast_mode as _autocast  # noqa: E402

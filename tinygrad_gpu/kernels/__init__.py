@@ -9,7 +9,8 @@ works, why it is numerically safe.
     cross_entropy.cu       softmax + cross-entropy per row, forward and backward
     layernorm.cu           layer norm forward (saves mean, rstd), backward (dx, dweight, dbias)
     gelu.cu                GELU (tanh approximation), forward and backward
-    adamw.cu               one Adam/AdamW step, in place (called by tinygrad_gpu.optim)
+    adamw.cu               one Adam/AdamW step, in place, or none after an overflow (called by tinygrad_gpu.optim)
+    grad_scaler.cu         loss scaling: unscale a gradient, finding inf/nan; update the scale (amp.GradScaler)
     embedding_backward.cu  scatter-add of gradient rows by token id
     causal_softmax.cu      scale + causal mask + softmax of attention, forward and backward
     block_reduce.h         warp and block sums/maxima shared by the row kernels
@@ -29,7 +30,7 @@ import importlib
 from .runtime import fused, fused_enabled, kernel_files
 
 _MODULES = ("adamw", "causal_softmax", "cross_entropy", "embedding_backward", "emulator", "fast_cpu", "gelu",
-            "layernorm", "philox")
+            "grad_scaler", "layernorm", "philox")
 
 __all__ = ["fused", "fused_enabled", "kernel_files", *_MODULES]
 

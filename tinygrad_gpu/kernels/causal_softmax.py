@@ -19,7 +19,9 @@ def future_mask(xp, L: int, S: int):
 # ----------------------------------------------------------------------------- reference
 def reference_forward(scores, scale: float):
     """causal_softmax.cu's forward: z = scale * scores, the future masked out, the row's max subtracted
-    (so that exp cannot overflow), exp, and each row divided by its sum."""
+    (so that exp cannot overflow), exp, and each row divided by its sum. The probabilities have the
+    scores' dtype: float32 and float64 are computed as they are, float16 and bfloat16 in float32 and
+    rounded once at the end."""
     xp, dtype = runtime.array_module_of(scores), scores.dtype
     z = scale * scores.astype(runtime.working_dtype(dtype))
     z = xp.where(future_mask(xp, *scores.shape[-2:]), -xp.inf, z)
@@ -28,7 +30,8 @@ def reference_forward(scores, scale: float):
 
 
 def reference_backward(probs, dprobs, scale: float):
-    """scale p (dp - sum_j p_j dp_j): 0 where masked, since p is 0 there."""
+    """scale p (dp - sum_j p_j dp_j): 0 where masked, since p is 0 there. In the dtype of probs, computed
+    as the forward is (16-bit data in float32, the sum too, rounded once at the end)."""
     dtype = probs.dtype
     probs, dprobs = (a.astype(runtime.working_dtype(dtype)) for a in (probs, dprobs))
     return (scale * probs * (dprobs - (probs * dprobs).sum(axis=-1, keepdims=True))).astype(dtype)
@@ -36,30 +39,31 @@ def reference_backward(probs, dprobs, scale: float):
 
 # ----------------------------------------------------------------------------- launcher
 def _rows(kernel: str, device: str, out_like, inputs, scale: float):
-    xp = devices.array_module(device)
-    inputs = [runtime.contiguous(xp, a, np.float32) for a in inputs]
+    """Launch `kernel` for inputs of one dtype (float32, float16 or bfloat16); the output has it too."""
+    xp, dtype = devices.array_module(device), out_like.dtype
+    inputs = [runtime.contiguous(xp, a) for a in inputs]
     L, S = out_like.shape[-2:]
-    out = xp.empty(out_like.shape, np.float32)
+    out = xp.empty(out_like.shape, dtype)
     rows = out.size // S if S else 0
     if rows:
-        runtime.launch(device, FILE, kernel, (rows,), (runtime.row_block(S),),
+        runtime.launch(device, FILE, runtime.entry_point(kernel, dtype), (rows,), (runtime.row_block(S),),
                        [*inputs, out, np.int32(L), np.int32(S), np.float32(scale)])
     return out
 
 
 def forward(scores, scale: float, device: str, scores_are_spare: bool = False):
     """scores_are_spare: nobody else holds scores, and the CPU computes the probabilities in it."""
-    if device == "cpu":
+    if runtime.use_fast_cpu(device, scores):
         return fast_cpu.causal_softmax_forward(scores, scale, scores_are_spare)
-    if not runtime.use_kernel(device, scores):
+    if not runtime.use_kernel(device, scores, half=True):
         return reference_forward(scores, scale)
     return _rows("causal_softmax_forward", device, scores, [scores], scale)
 
 
 def backward(probs, dprobs, scale: float, device: str, dprobs_are_spare: bool = False):
     """dprobs_are_spare: nobody else holds dprobs, and the CPU computes the result in it."""
-    if device == "cpu":
+    if runtime.use_fast_cpu(device, probs, dprobs):
         return fast_cpu.causal_softmax_backward(probs, dprobs, scale, dprobs_are_spare)
-    if not runtime.use_kernel(device, probs, dprobs):
+    if not runtime.use_kernel(device, probs, dprobs, half=True):
         return reference_backward(probs, dprobs, scale)
     return _rows("causal_softmax_backward", device, probs, [probs, dprobs], scale)

@@ -25,7 +25,17 @@
 // exp(-inf) = 0; the guard below keeps exp(-inf - (-inf)) = NaN out of rows that start with them.
 // With a -inf logit the mean is -inf too, which is why its term is added only when e != 0:
 // 0 * inf would make the loss NaN.
+//
+// 16-bit types (half_precision.h): cross_entropy_forward_f16 / _bf16 and
+// cross_entropy_backward_f16 / _bf16 read the logits in __half or __nv_bfloat16, and the
+// backward writes dlogits in the same type.  Each logit becomes a float as it is loaded, and
+// everything after is float32, exactly as for float32 logits: the online (m, s) pairs, the sum
+// for the mean, lse and the softmax.  losses, lse (saved for the backward) and dlosses stay
+// float32 for every logits type: a loss is lse - x_t, a small difference of large numbers, that
+// the caller then averages over many rows, and lse enters every softmax value of the backward.
+// Each dlogits value is rounded once, to nearest even, as it is stored.
 #include "block_reduce.h"
+#include "half_precision.h"
 
 // Fold value x into the running pair (m, s).
 __device__ __forceinline__ void online_add(float& m, float& s, float x) {
@@ -45,13 +55,14 @@ __device__ __forceinline__ void online_merge(float& m, float& s, float m2, float
     m = top;
 }
 
-extern "C" __global__ void cross_entropy_forward(const float* __restrict__ logits, const long long* __restrict__ targets,
-                                                 float* __restrict__ losses, float* __restrict__ lse_out,
-                                                 int n_classes, long long ignore_index, float smoothing) {
-    const float* x = logits + (long long)blockIdx.x * n_classes;
+template <typename T>
+__device__ void cross_entropy_forward_row(const T* __restrict__ logits, const long long* __restrict__ targets,
+                                          float* __restrict__ losses, float* __restrict__ lse_out, int n_classes,
+                                          long long ignore_index, float smoothing) {
+    const T* x = logits + (long long)blockIdx.x * n_classes;
     float m = negative_infinity(), s = 0.0f, total = 0.0f;
     for (int c = threadIdx.x; c < n_classes; c += blockDim.x) {
-        float v = x[c];
+        float v = load_float(x + c);
         online_add(m, s, v);
         total += v;
     }
@@ -81,26 +92,72 @@ extern "C" __global__ void cross_entropy_forward(const float* __restrict__ logit
         } else if (t < 0 || t >= n_classes) {
             losses[blockIdx.x] = __int_as_float(0x7fc00000);   // NaN: Python checks targets first
         } else {
-            float loss = lse - x[t];
+            float loss = lse - load_float(x + t);
             if (smoothing != 0.0f) loss = (1.0f - smoothing) * loss + smoothing * (lse - total / n_classes);
             losses[blockIdx.x] = loss;
         }
     }
 }
 
-extern "C" __global__ void cross_entropy_backward(const float* __restrict__ logits, const long long* __restrict__ targets,
-                                                  const float* __restrict__ lse, const float* __restrict__ dlosses,
-                                                  float* __restrict__ dlogits, int n_classes, long long ignore_index,
-                                                  float smoothing) {
+template <typename T>
+__device__ void cross_entropy_backward_row(const T* __restrict__ logits, const long long* __restrict__ targets,
+                                           const float* __restrict__ lse, const float* __restrict__ dlosses,
+                                           T* __restrict__ dlogits, int n_classes, long long ignore_index,
+                                           float smoothing) {
     const long long row = blockIdx.x;
-    const float* x = logits + row * n_classes;
-    float* dx = dlogits + row * n_classes;
+    const T* x = logits + row * n_classes;
+    T* dx = dlogits + row * n_classes;
     const long long t = targets[row];
     // Ignored rows (and a zero upstream gradient) give zeros; the whole block takes this branch.
     const float g = t == ignore_index ? 0.0f : dlosses[row];
     const float row_lse = lse[row], uniform = smoothing / n_classes;
     for (int c = threadIdx.x; c < n_classes; c += blockDim.x) {
-        float p = __expf(x[c] - row_lse);
-        dx[c] = g * (p - uniform - (c == t ? 1.0f - smoothing : 0.0f));
+        float p = __expf(load_float(x + c) - row_lse);
+        store_float(dx + c, g * (p - uniform - (c == t ? 1.0f - smoothing : 0.0f)));
     }
 }
+
+extern "C" __global__ void cross_entropy_forward(const float* __restrict__ logits, const long long* __restrict__ targets,
+                                                 float* __restrict__ losses, float* __restrict__ lse_out,
+                                                 int n_classes, long long ignore_index, float smoothing) {
+    cross_entropy_forward_row(logits, targets, losses, lse_out, n_classes, ignore_index, smoothing);
+}
+
+extern "C" __global__ void cross_entropy_backward(const float* __restrict__ logits, const long long* __restrict__ targets,
+                                                  const float* __restrict__ lse, const float* __restrict__ dlosses,
+                                                  float* __restrict__ dlogits, int n_classes, long long ignore_index,
+                                                  float smoothing) {
+    cross_entropy_backward_row(logits, targets, lse, dlosses, dlogits, n_classes, ignore_index, smoothing);
+}
+
+#if TG_HALF_PRECISION
+extern "C" __global__ void cross_entropy_forward_f16(const __half* __restrict__ logits,
+                                                     const long long* __restrict__ targets,
+                                                     float* __restrict__ losses, float* __restrict__ lse_out,
+                                                     int n_classes, long long ignore_index, float smoothing) {
+    cross_entropy_forward_row(logits, targets, losses, lse_out, n_classes, ignore_index, smoothing);
+}
+
+extern "C" __global__ void cross_entropy_forward_bf16(const __nv_bfloat16* __restrict__ logits,
+                                                      const long long* __restrict__ targets,
+                                                      float* __restrict__ losses, float* __restrict__ lse_out,
+                                                      int n_classes, long long ignore_index, float smoothing) {
+    cross_entropy_forward_row(logits, targets, losses, lse_out, n_classes, ignore_index, smoothing);
+}
+
+extern "C" __global__ void cross_entropy_backward_f16(const __half* __restrict__ logits,
+                                                      const long long* __restrict__ targets,
+                                                      const float* __restrict__ lse, const float* __restrict__ dlosses,
+                                                      __half* __restrict__ dlogits, int n_classes,
+                                                      long long ignore_index, float smoothing) {
+    cross_entropy_backward_row(logits, targets, lse, dlosses, dlogits, n_classes, ignore_index, smoothing);
+}
+
+extern "C" __global__ void cross_entropy_backward_bf16(const __nv_bfloat16* __restrict__ logits,
+                                                       const long long* __restrict__ targets,
+                                                       const float* __restrict__ lse, const float* __restrict__ dlosses,
+                                                       __nv_bfloat16* __restrict__ dlogits, int n_classes,
+                                                       long long ignore_index, float smoothing) {
+    cross_entropy_backward_row(logits, targets, lse, dlosses, dlogits, n_classes, ignore_index, smoothing);
+}
+#endif

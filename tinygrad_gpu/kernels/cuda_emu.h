@@ -36,6 +36,8 @@
 //                       overwrites a slot before everyone has read it)
 //   atomicAdd & co.     GCC __atomic builtins (fibers of one block never switch inside an
 //                       atomic; different blocks run on different cores at the same time)
+//   __half, __nv_bfloat16  2-byte structs holding the bits, with the conversions to and from
+//                       float written out by hand (cuda_fp16.h and cuda_bf16.h are NVIDIA's)
 #pragma once
 
 #include <math.h>
@@ -100,6 +102,78 @@ static inline long long min(long long a, long long b) { return a < b ? a : b; }
 static inline long long max(long long a, long long b) { return a > b ? a : b; }
 static inline float min(float a, float b) { return fminf(a, b); }
 static inline float max(float a, float b) { return fmaxf(a, b); }
+
+// ----------------------------------------------------------------------------- 16-bit floats
+// What cuda_fp16.h and cuda_bf16.h give a kernel for storing values in 16 bits: the two types,
+// and their conversions to and from float (round to nearest, ties to even, as CUDA's _rn ones;
+// the short names __float2half and __float2bfloat16 round the same way on a GPU).  Written with
+// integer arithmetic on the bits, so that the result does not depend on the host's compiler or
+// hardware.  The bit layouts, sign | exponent | fraction, with the exponent's bias:
+//     float32   1 | 8 (bias 127) | 23        bits 31 | 30..23 | 22..0
+//     float16   1 | 5 (bias 15)  | 10        bits 15 | 14..10 |  9..0
+//     bfloat16  1 | 8 (bias 127) |  7        bits 15 | 14..7  |  6..0   (the top half of a float32)
+// An exponent field of all ones is infinity (fraction 0) or NaN (fraction != 0); all zeros is
+// zero or a subnormal number, fraction * 2^(1 - bias - fraction bits), with no implicit leading 1.
+struct __half { uint16_t bits; };
+struct __nv_bfloat16 { uint16_t bits; };
+
+static inline float __half2float(__half h) {
+    const uint32_t sign = (uint32_t)(h.bits & 0x8000u) << 16;
+    uint32_t exponent = (h.bits >> 10) & 0x1fu, fraction = h.bits & 0x3ffu;
+    if (exponent == 0x1fu) return __uint_as_float(sign | 0x7f800000u | fraction << 13);   // inf, NaN (payload kept)
+    if (exponent != 0) return __uint_as_float(sign | (exponent + 127 - 15) << 23 | fraction << 13);
+    if (fraction == 0) return __uint_as_float(sign);                                      // +-0
+    // A subnormal, fraction * 2^-24, is a normal float32: shift the fraction up until its leading 1
+    // reaches the implicit bit's place (bit 10), lowering the exponent by one for each step.
+    int shifts = 0;
+    while (!(fraction & 0x400u)) {
+        fraction <<= 1;
+        ++shifts;
+    }
+    return __uint_as_float(sign | (uint32_t)(127 - 14 - shifts) << 23 | (fraction & 0x3ffu) << 13);
+}
+
+// value / 2^shift rounded to the nearest integer, ties to the even one (0 < shift < 32).
+static inline uint32_t emu_shift_right_to_nearest_even(uint32_t value, int shift) {
+    const uint32_t kept = value >> shift, dropped = value & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    return kept + (dropped > half || (dropped == half && (kept & 1u)));
+}
+
+static inline __half __float2half_rn(float f) {
+    const uint32_t bits = __float_as_uint(f), sign = (bits >> 16) & 0x8000u, magnitude = bits & 0x7fffffffu;
+    uint32_t h;
+    if (magnitude > 0x7f800000u) {                 // NaN: keep the fraction's top 10 bits, and stay a NaN
+        h = 0x7c00u | (magnitude >> 13 & 0x3ffu);
+        if (h == 0x7c00u) h = 0x7e00u;
+    } else if (magnitude >= 0x477ff000u) {         // >= 65520, halfway from 65504 (the largest) up: inf
+        h = 0x7c00u;
+    } else if (magnitude >= 0x38800000u) {         // >= 2^-14: a normal float16.  Rebias the exponent
+        // (127 - 15 = 112) and round off 13 fraction bits; a carry out of the fraction moves to the
+        // next binade, correctly.
+        h = emu_shift_right_to_nearest_even(magnitude - (112u << 23), 13);
+    } else {                                       // a float16 subnormal, or 0: count units of 2^-24
+        // magnitude = 2^(e - 127) * 1.f = M * 2^(e - 150) with M = 1.f * 2^23, so M * 2^(e - 126) units.
+        const int exponent = (int)(magnitude >> 23), shift = 126 - exponent;          // >= 14
+        h = shift > 24 ? 0u                        // below 2^-25, half the smallest subnormal: 0
+                       : emu_shift_right_to_nearest_even((magnitude & 0x7fffffu) | 0x800000u, shift);
+    }
+    return __half{(uint16_t)(sign | h)};
+}
+static inline __half __float2half(float f) { return __float2half_rn(f); }
+
+// bfloat16 is a float32 with the low 16 bits dropped: the same exponent, so no rebias, and
+// subnormals and overflow to infinity come out of the one rounding step.
+static inline float __bfloat162float(__nv_bfloat16 b) { return __uint_as_float((uint32_t)b.bits << 16); }
+
+static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+    const uint32_t bits = __float_as_uint(f);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {      // NaN: keep the fraction's top 7 bits, and stay a NaN
+        uint32_t b = bits >> 16;
+        return __nv_bfloat16{(uint16_t)((b & 0x7fu) ? b : b | 0x40u)};
+    }
+    return __nv_bfloat16{(uint16_t)emu_shift_right_to_nearest_even(bits, 16)};   // 0x7f7fffff carries into inf
+}
+static inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
 
 // ----------------------------------------------------------------------------- atomics
 // Floating-point atomicAdd has no GCC builtin: compare-and-swap on the bits until no other
@@ -559,6 +633,10 @@ static void emu_type_code(char* out) {
         out[0] = 'p';
         if constexpr (std::is_void<P>::value || std::is_pointer<P>::value) { out[1] = 'v'; out[2] = '0'; out[3] = 0; }
         else emu_type_code<P>(out + 1);
+    } else if constexpr (std::is_same<U, __half>::value) {
+        strcpy(out, "f2");                         // as NumPy's float16 (kind 'f', 2 bytes)
+    } else if constexpr (std::is_same<U, __nv_bfloat16>::value) {
+        strcpy(out, "bf2");                        // its own code: NumPy's kind for ml_dtypes.bfloat16 is 'V'
     } else {
         out[0] = std::is_same<U, bool>::value ? 'b' : std::is_floating_point<U>::value ? 'f'
                  : std::is_signed<U>::value ? 'i' : 'u';

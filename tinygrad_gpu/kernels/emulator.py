@@ -31,11 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import cache
+from .. import cache, dtypes
 
 HEADER = Path(__file__).with_name("cuda_emu.h")
 # -U_FORTIFY_SOURCE: glibc's checked longjmp aborts when a fiber jumps onto another stack.
-FLAGS = ("-std=gnu++17", "-O2", "-fPIC", "-shared", "-fopenmp", "-U_FORTIFY_SOURCE", "-w")
+# -DTG_HALF_PRECISION=1: our kernels' float16 and bfloat16 entry points (half_precision.h), always
+# here: cuda_emu.h defines the 16-bit types itself, where a GPU needs NVIDIA's headers for them.
+FLAGS = ("-std=gnu++17", "-O2", "-fPIC", "-shared", "-fopenmp", "-U_FORTIFY_SOURCE", "-w", "-DTG_HALF_PRECISION=1")
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK = (1024, 1024, 64)
@@ -155,10 +157,14 @@ _SCALAR_TYPES = {"f4": ctypes.c_float, "f8": ctypes.c_double, "b1": ctypes.c_boo
 
 
 def _type_code(arg):
-    """The emulator's code for a launch argument: 'pf4' for a float32 array, 'i4' for np.int32, ..."""
+    """The emulator's code for a launch argument: 'pf4' for a float32 array, 'i4' for np.int32, ...
+    (cuda_emu.h's emu_type_code gives the parameters' codes). Arrays of the three 2-byte types differ:
+    'pf2' float16 (__half), 'pbf2' bfloat16 (__nv_bfloat16), 'pu2' uint16 (unsigned short)."""
     if arg is None:
         return "p"                   # a null pointer fits any pointer parameter
     if isinstance(arg, np.ndarray):
+        if arg.dtype == dtypes.bfloat16:
+            return "pbf2"            # NumPy's kind+bytes would be 'V2', a void type's
         return "p" + ("b1" if arg.dtype == np.bool_ else f"{arg.dtype.kind}{arg.dtype.itemsize}")
     if isinstance(arg, (np.generic,)) and not isinstance(arg, np.bool_):
         return f"{arg.dtype.kind}{arg.dtype.itemsize}"

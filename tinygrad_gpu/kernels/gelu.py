@@ -15,9 +15,12 @@ K, C = math.sqrt(2 / math.pi), 0.044715
 # ----------------------------------------------------------------------------- reference
 # gelu.cu's formulas, as its header states them. For |x| > about 1e13, x^3 overflows to inf and t
 # is exactly +-1, as on a GPU: NumPy would warn about that overflow, and about the 0 * inf the
-# kernel skips with its branch, which where() skips here.
+# kernel skips with its branch, which where() skips here. float32 and float64 data is computed in
+# its own dtype; float16 and bfloat16 data in float32, rounded once to its dtype at the end, as
+# the kernel's 16-bit entry points do (runtime.working_dtype).
 
 def reference_forward(x):
+    """gelu(x) in x's dtype."""
     xp, v = runtime.array_module_of(x), x.astype(runtime.working_dtype(x.dtype))
     with np.errstate(over="ignore"):
         t = xp.tanh(K * (v + C * v * v * v))
@@ -25,38 +28,41 @@ def reference_forward(x):
 
 
 def reference_backward(x, dy):
+    """dy * gelu'(x) in x's dtype."""
     xp, v = runtime.array_module_of(x), x.astype(runtime.working_dtype(x.dtype))
     with np.errstate(over="ignore", invalid="ignore"):
         t = xp.tanh(K * (v + C * v * v * v))
         sech2 = 1 - t * t
         slope = 0.5 * (1 + t) + xp.where(sech2 != 0, 0.5 * v * sech2 * K * (1 + 3 * C * v * v), 0)
-    return (dy * slope).astype(x.dtype)
+    return (dy * slope).astype(x.dtype)          # a 16-bit dy times the float32 slope is float32
 
 
 # ----------------------------------------------------------------------------- launcher
 def _elementwise(kernel: str, device: str, *inputs):
-    xp = devices.array_module(device)
-    inputs = [runtime.contiguous(xp, a, np.float32) for a in inputs]
-    out = xp.empty(inputs[0].shape, np.float32)
+    """Launch `kernel` for inputs of one dtype (float32, float16 or bfloat16); the output has it too."""
+    xp, dtype = devices.array_module(device), inputs[0].dtype
+    inputs = [runtime.contiguous(xp, a) for a in inputs]
+    out = xp.empty(inputs[0].shape, dtype)
     n = out.size
     if n:
-        runtime.launch(device, FILE, kernel, (runtime.grid_stride_grid(n),), (256,), [*inputs, out, np.int64(n)])
+        runtime.launch(device, FILE, runtime.entry_point(kernel, dtype), (runtime.grid_stride_grid(n),), (256,),
+                       [*inputs, out, np.int64(n)])
     return out
 
 
 def forward(x, device: str):
-    if device == "cpu":
+    if runtime.use_fast_cpu(device, x):
         return fast_cpu.gelu_forward(x, K, C)
-    if not runtime.use_kernel(device, x):
+    if not runtime.use_kernel(device, x, half=True):
         return reference_forward(x)
     return _elementwise("gelu_forward", device, x)
 
 
 def forward_keeping_slope(x, device: str):
-    """(gelu(x), slope) for a forward whose backward will follow: on the CPU slope is gelu'(x), which
-    makes the backward one multiplication (fast_cpu.py says why); elsewhere it is None, and the
-    backward recomputes it."""
-    if device == "cpu":
+    """(gelu(x), slope) for a forward whose backward will follow: on the CPU, for float32 and float64
+    data, slope is gelu'(x), which makes the backward one multiplication (fast_cpu.py says why);
+    elsewhere it is None, and the backward recomputes it."""
+    if runtime.use_fast_cpu(device, x):
         return fast_cpu.gelu_forward_and_slope(x, K, C)
     return forward(x, device), None
 
@@ -65,7 +71,7 @@ def backward(x, dy, device: str, slope=None, dy_is_spare: bool = False):
     """dx for the output's gradient dy; `slope` is what forward_keeping_slope() kept, if anything."""
     if slope is not None:
         return fast_cpu.gelu_backward_from_slope(slope, dy, x.dtype, dy_is_spare)
-    if not runtime.use_kernel(device, x, dy):
+    if not runtime.use_kernel(device, x, dy, half=True):
         return reference_backward(x, dy)
     return _elementwise("gelu_backward", device, x, dy)
 

@@ -2,9 +2,19 @@
 
 * ``cuda``: the ``.cu`` file through ``cupy.RawModule``, compiled once per GPU and cached;
 * ``emu``: the same file through the CPU emulator (``emulator.py``);
-* ``cpu``: the fast CPU versions (``fast_cpu.py``), which compute what the references do;
-* any other dtype than float32 on ``emu`` and ``cuda`` (the kernels are written for float32):
-  the NumPy reference next to the kernel, which is the definition of what it must compute.
+* ``cpu``: the fast CPU versions (``fast_cpu.py``), which compute what the references do, for
+  float32 and float64 data; float16 and bfloat16 data there takes the NumPy reference;
+* on ``emu`` and ``cuda``, data of a dtype the kernel has no entry point for (float64, inputs of
+  mixed dtypes, 16-bit data for a float32-only kernel): the NumPy reference next to the kernel,
+  which is the definition of what it must compute.
+
+The kernels of GELU, causal softmax, cross-entropy and layer norm have float16 and bfloat16 entry
+points besides the float32 ones (``entry_point`` names them; ``use_kernel(..., half=True)``). 16-bit
+data is computed in float32 everywhere, by the kernels and the references alike, and each output is
+rounded once to its dtype (``working_dtype``). On ``cuda`` each kernel file is compiled into two
+modules: the float32 kernels alone, which need no header, and, at the first 16-bit launch, the whole
+file with ``-DTG_HALF_PRECISION=1``, which needs NVIDIA's cuda_fp16.h and cuda_bf16.h
+(``half_precision.h`` says why they are kept apart).
 
 Nothing here compiles or imports the emulator until a kernel is launched on ``emu``.
 
@@ -20,9 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from .. import device as devices
+from .. import dtypes
 
 KERNEL_DIR = Path(__file__).parent
 CUDA_OPTIONS = ("--std=c++17",)
+HALF_OPTION = "-DTG_HALF_PRECISION=1"     # compiles the 16-bit entry points (half_precision.h)
 
 
 # ----------------------------------------------------------------------------- the switch
@@ -77,22 +89,53 @@ def kernel_files() -> list:
 
 
 # ----------------------------------------------------------------------------- dispatch
-def use_kernel(device: str, *arrays) -> bool:
-    """Kernels run on emu and cuda for float32 data; everything else takes the NumPy reference (the
-    launchers send the cpu to fast_cpu.py before they ask). An optional input that is absent (None)
-    does not count."""
-    return device != "cpu" and all(a.dtype == np.float32 for a in arrays if a is not None and a.dtype.kind == "f")
+KERNEL_DTYPES = {dtypes.float32: "", dtypes.float16: "_f16", dtypes.bfloat16: "_bf16"}   # -> entry point suffix
+
+
+def use_kernel(device: str, *arrays, half: bool = False) -> bool:
+    """Do these inputs of one kernel call run the kernel? On emu and cuda, when its floating-point
+    inputs share one dtype: float32, or also float16 and bfloat16 for a kernel with 16-bit entry
+    points (`half`; entry_point names them). Anything else takes the NumPy reference (the launchers
+    send the cpu to fast_cpu.py or the reference before they ask). The arrays given are the call's
+    data; what a kernel reads in float32 whatever the data's dtype (a layer norm's saved mean and
+    rstd, cross-entropy's lse and dlosses) is not given. Integer arrays (targets) and an optional
+    input that is absent (None) do not count."""
+    floating = {a.dtype for a in arrays if a is not None and dtypes.is_floating(a.dtype)}
+    return device != "cpu" and len(floating) <= 1 and floating <= (set(KERNEL_DTYPES) if half else {dtypes.float32})
+
+
+def use_fast_cpu(device: str, *arrays) -> bool:
+    """Does the cpu run fast_cpu.py for these inputs? For float32 and float64 data (what its code is
+    written for); 16-bit data takes the reference, which computes in float32 and rounds once."""
+    return device == "cpu" and not any(a is not None and dtypes.is_half(a.dtype) for a in arrays)
+
+
+def entry_point(kernel: str, dtype) -> str:
+    """The name of `kernel`'s entry point for data of `dtype`: gelu_forward, gelu_forward_f16, gelu_forward_bf16."""
+    return kernel + KERNEL_DTYPES[np.dtype(dtype)]
+
+
+def is_half_entry_point(kernel: str) -> bool:
+    """Is `kernel` a float16 or bfloat16 entry point (one that needs the TG_HALF_PRECISION build)?"""
+    return kernel.endswith(tuple(suffix for suffix in KERNEL_DTYPES.values() if suffix))
 
 
 _cuda_modules, _cuda_functions = {}, {}
 
 
-def _cuda_module(filename: str, device: str):
-    key = (filename, device)
+def _cuda_module(filename: str, device: str, half: bool):
+    """The file built for `device`, without the 16-bit entry points or (`half`) with them. CuPy compiles
+    a RawModule when its first function is looked up."""
+    key = (filename, device, half)
     if key not in _cuda_modules:
+        options = CUDA_OPTIONS + (HALF_OPTION,) if half else CUDA_OPTIONS
         with devices.use(device):
-            _cuda_modules[key] = devices.cupy().RawModule(code=source(filename), options=CUDA_OPTIONS)
+            _cuda_modules[key] = devices.cupy().RawModule(code=source(filename), options=options)
     return _cuda_modules[key]
+
+
+class HalfHeadersMissing(RuntimeError):
+    """NVRTC could not find NVIDIA's cuda_fp16.h or cuda_bf16.h, which the 16-bit kernels include."""
 
 
 def _cuda_function(filename: str, kernel: str, device: str):
@@ -100,8 +143,18 @@ def _cuda_function(filename: str, kernel: str, device: str):
     new one, and asks the driver again, on every call."""
     key = (filename, kernel, device)
     if key not in _cuda_functions:
+        half = is_half_entry_point(kernel)
         with devices.use(device):
-            _cuda_functions[key] = _cuda_module(filename, device).get_function(kernel)
+            try:
+                _cuda_functions[key] = _cuda_module(filename, device, half).get_function(kernel)
+            except Exception as e:       # CuPy's CompileException, whose text is NVRTC's log
+                if half and ("cuda_fp16.h" in str(e) or "cuda_bf16.h" in str(e)):
+                    raise HalfHeadersMissing(
+                        f"the float16/bfloat16 kernels of {filename} include NVIDIA's CUDA headers cuda_fp16.h and "
+                        "cuda_bf16.h, and they were not found. Get them with `pip install nvidia-cuda-runtime-cu12` "
+                        "(the CUDA 12 runtime's headers, where CuPy looks), or install a CUDA toolkit and set "
+                        f"CUDA_PATH to it. (float32 kernels do not need them.) NVRTC said:\n{e}") from e
+                raise
     return _cuda_functions[key]
 
 
@@ -151,6 +204,7 @@ def contiguous(xp, array, dtype=None):
 
 # ----------------------------------------------------------------------------- dtypes
 def working_dtype(dtype):
-    """What a reference computes in: float16 data in float32, as the kernels accumulate (squares
-    and sums of half-precision values overflow at 65504); float32 and float64 as they are."""
-    return np.promote_types(dtype, np.float32)
+    """What a reference computes in: float16 and bfloat16 data in float32, as the kernels do (squares
+    and sums of float16 values overflow at 65504, and bfloat16 keeps 8 significant bits of a sum);
+    float32 and float64 as they are."""
+    return dtypes.float32 if dtypes.is_half(dtype) else np.promote_types(dtype, np.float32)

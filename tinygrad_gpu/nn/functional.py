@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import deferred_checks, dtypes
 from .. import device as devices
+from ..amp import autocast_mode
 from ..ops import fused
 from .. import kernels
 from .. import random
@@ -106,6 +107,12 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
     With label smoothing e, the target distribution is (1 - e) one-hot + e uniform.
     """
     _check_reduction("cross_entropy", reduction)
+    # Autocast runs cross_entropy in float32. The fused kernel reads 16-bit logits as they are and computes
+    # in float32 (the same numbers, without a float32 copy of every logit); the composition casts first.
+    in_region = autocast_mode.region_dtype(input.device) is not None
+    loss_dtype = dtypes.float32 if in_region and dtypes.is_half(input.dtype) else input.dtype
+    if in_region and not _use_fused(input):
+        input, target = autocast_mode.float32(input, target)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     if input.ndim == 0:
@@ -119,23 +126,26 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
                              f"got {target.shape}")
         if label_smoothing:
             target = target * (1 - label_smoothing) + label_smoothing / n_classes
-        return _reduce(-(target * input.log_softmax(class_dim)).sum(class_dim), reduction)
+        return _reduce(-(target * input.log_softmax(class_dim)).sum(class_dim), reduction).to(dtype=loss_dtype)
 
     rows, labels, kept = _class_rows("cross_entropy", input, target, ignore_index)
-    with devices.use(labels.device):
-        count = kept.sum().astype(input.dtype)
     op = fused.CrossEntropyRows.apply if _use_fused(rows) else fused.CrossEntropyRows.composition
+    # The fused op's losses are float32 for 16-bit logits (its kernel's arithmetic); they are reduced in
+    # float32 and rounded to the logits' dtype once, outside autocast, as PyTorch does.
     nll = op(rows, labels, ignore_index=ignore_index, label_smoothing=label_smoothing)
     if reduction == "none":
-        return nll.reshape(target.shape)
+        return nll.reshape(target.shape).to(dtype=loss_dtype)
     if reduction == "sum":
-        return nll.sum()
-    return nll.sum() / Tensor._wrap(count, labels.device)      # 0 kept targets gives nan, as in PyTorch
+        return nll.sum().to(dtype=loss_dtype)
+    with devices.use(labels.device):
+        count = Tensor._wrap(kept.sum().astype(nll.dtype), labels.device)
+    return (nll.sum() / count).to(dtype=loss_dtype)             # 0 kept targets gives nan, as in PyTorch
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     _check_reduction("mse_loss", reduction)
     check_broadcast("mse_loss", input.shape, target.shape)
+    input, target = autocast_mode.float32(input, target)
     diff = input - target
     return _reduce(diff * diff, reduction)
 
@@ -149,6 +159,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor = None, ignore_index:
     "mean" divides the sum by the total weight of the kept targets (their count without `weight`).
     """
     _check_reduction("nll_loss", reduction)
+    input, weight = autocast_mode.float32(input, weight)
     if input.ndim == 0:
         raise ValueError("nll_loss: input must have a class dimension, got a 0-d tensor")
     rows, labels, kept = _class_rows("nll_loss", input, target, ignore_index)
@@ -181,6 +192,11 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor = None, r
     """-weight * (t log x + (1 - t) log(1 - x)) for probabilities x in [0, 1], each log clamped at -100
     as in PyTorch (so x = 0 or 1 gives a finite loss; the gradient stays finite too: ops/losses.py)."""
     _check_reduction("binary_cross_entropy", reduction)
+    if autocast_mode.region_dtype(input.device) is not None:
+        raise RuntimeError("binary_cross_entropy is unsafe inside an autocast region (16-bit probabilities lose "
+                           "what log needs near 0 and 1), as in PyTorch: compute logits and use "
+                           "binary_cross_entropy_with_logits, which autocast runs in float32, or leave the loss "
+                           "outside the region")
     _check_same_shape("binary_cross_entropy", input, target, weight)
     x = input._floating()
     t = target.to(dtype=x.dtype)
@@ -201,6 +217,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     class, broadcast along the last dim); weight scales each loss."""
     _check_reduction("binary_cross_entropy_with_logits", reduction)
     _check_same_shape("binary_cross_entropy_with_logits", input, target, weight)
+    input, target, weight, pos_weight = autocast_mode.float32(input, target, weight, pos_weight)
     x = input._floating()
     positive_weight = 1
     if pos_weight is not None:
@@ -319,6 +336,7 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor = None, bias: Tensor 
         if t is not None and t.shape != normalized_shape:
             raise ValueError(f"layer_norm: {name} of shape {t.shape} does not match normalized_shape "
                              f"{normalized_shape}")
+    x, weight, bias = autocast_mode.float32(x, weight, bias)     # autocast: the statistics need float32
     n = math.prod(normalized_shape)
     weight = weight.reshape(n) if weight is not None else ones(n, dtype=x.dtype, device=x.device)
     bias = () if bias is None else (bias.reshape(n),)          # no shift: nothing to add, no gradient to sum
@@ -379,6 +397,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise RuntimeError(f"scaled_dot_product_attention: the batch dimensions of {shapes} cannot be broadcast "
                          "together") from None
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    float_mask = attn_mask if attn_mask is not None and attn_mask.is_floating_point() else None
+    query, key, value, float_mask = autocast_mode.low_precision(query, key, value, float_mask)   # its products
+    attn_mask = float_mask if float_mask is not None else attn_mask
     keep = None
     if dropout_p:            # one mask for the attention weights, of the scores' shape
         shape = (*np.broadcast_shapes(query.shape[:-2], key.shape[:-2]), query.shape[-2], key.shape[-2])

@@ -108,7 +108,7 @@ def save_pretrained(model, folder, tokenizer=None) -> None:
         "layer_norm_epsilon": 1e-5, "resid_pdrop": config.dropout, "embd_pdrop": config.dropout,
         "attn_pdrop": config.dropout, "initializer_range": 0.02, "scale_attn_weights": True,
         "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False, "tie_word_embeddings": True,
-        "use_cache": True,
+        "use_cache": True, "torch_dtype": model.transformer.wte.weight.dtype.name,
         # GPT-2's <|endoftext|> only exists in a vocabulary as large as GPT-2's
         "bos_token_id": _ENDOFTEXT if config.vocab_size > _ENDOFTEXT else None,
         "eos_token_id": _ENDOFTEXT if config.vocab_size > _ENDOFTEXT else None,
@@ -126,7 +126,8 @@ def save_pretrained(model, folder, tokenizer=None) -> None:
 
 
 def _gpt2_arrays(model) -> dict:
-    """The model's parameters under GPT-2's names and layout, as float32 contiguous NumPy arrays."""
+    """The model's parameters under GPT-2's names and layout, as contiguous NumPy arrays of the model's dtype
+    (a bfloat16 model is written as BF16, as transformers writes one)."""
     if model.lm_head.weight is not model.transformer.wte.weight:
         raise ValueError("save_pretrained: lm_head.weight is not tied to transformer.wte.weight; GPT-2's layout "
                          "has one table for both")
@@ -146,7 +147,7 @@ def _gpt2_arrays(model) -> dict:
             array = ours[name].T if name.endswith(CONV1D_WEIGHTS) else ours[name]
         else:            # a bias of a bias=False model: as long as its weight's first (output) axis
             array = np.zeros(ours[name[:-len("bias")] + "weight"].shape[0])
-        arrays[name] = np.ascontiguousarray(array, dtype=np.float32)
+        arrays[name] = np.ascontiguousarray(array, dtype=model.transformer.wte.weight.dtype)
     return arrays
 
 

@@ -12,6 +12,7 @@ import collections
 import numpy as np
 
 from .. import device as devices
+from .. import dtypes
 from ..tensor import Tensor
 
 
@@ -187,14 +188,27 @@ class Module:
         return self
 
     def to(self, target) -> "Module":
-        """Move (or cast) every parameter and buffer in place; tied parameters stay tied."""
+        """Move every parameter and buffer to a device, or cast the floating ones to a dtype (integer
+        buffers keep theirs, as in PyTorch), in place; tied parameters stay tied."""
+        casting = not isinstance(target, str)
         for t in list(self.parameters()) + [b for _, b in self.named_buffers()]:
+            if casting and not t.is_floating_point():
+                continue
             moved = t.detach().to(target)
             t.data, t.device = moved.data, moved.device
             if t.grad is not None:
                 grad = t.grad.to(target)
                 t.grad = grad
         return self
+
+    def float(self) -> "Module":
+        return self.to(dtypes.float32)
+
+    def half(self) -> "Module":
+        return self.to(dtypes.float16)
+
+    def bfloat16(self) -> "Module":
+        return self.to(dtypes.bfloat16)
 
     def apply(self, fn) -> "Module":
         for m in self.modules():

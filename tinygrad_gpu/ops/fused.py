@@ -16,9 +16,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import device as devices
+from .. import dtypes
 from .. import kernels
 from ..tensor import Function, Tensor
 from .elementwise import gelu_tanh
+from .linalg import product
 
 
 class CrossEntropyRows(Function):
@@ -136,7 +138,7 @@ class CausalAttention(Function):
     def forward(ctx, q, k, v, scale, keep=None):
         ctx.save_for_backward(q, k, v)
         ctx.scale, ctx.keep = scale, None if keep is None else keep.data
-        scores = q.data @ k.data.swapaxes(-1, -2)           # a new array: the softmax may compute in it
+        scores = product(q.data, k.data.swapaxes(-1, -2))   # a new array: the softmax may compute in it
         ctx.probs = weights = kernels.causal_softmax.forward(scores, scale, ctx.device, scores_are_spare=True)
         if keep is not None:
             weights = weights * ctx.keep
@@ -148,12 +150,12 @@ class CausalAttention(Function):
         need_q, need_k, need_v = ctx.needs_input_grad
         dy, ds = grad.data, None
         if need_q or need_k:
-            dp = dy @ v.data.swapaxes(-1, -2)
+            dp = product(dy, v.data.swapaxes(-1, -2))
             if ctx.keep is not None:
                 dp *= ctx.keep
             ds = kernels.causal_softmax.backward(ctx.probs, dp, ctx.scale, ctx.device, dprobs_are_spare=True)
-        grads = (ds @ k.data if need_q else None, ds.swapaxes(-1, -2) @ q.data if need_k else None,
-                 ctx.weights.swapaxes(-1, -2) @ dy if need_v else None)
+        grads = (product(ds, k.data) if need_q else None, product(ds.swapaxes(-1, -2), q.data) if need_k else None,
+                 product(ctx.weights.swapaxes(-1, -2), dy) if need_v else None)
         return tuple(None if g is None else Tensor._wrap(g, ctx.device) for g in grads)
 
 
@@ -161,8 +163,8 @@ def _product_laid_out_like(a, b, like):
     """a @ b, its axes in memory in the order of `like`'s strides. Attention's output is laid out like
     its query: q cut from a (batch, time, heads, size) projection gives an output whose heads merge
     back into (batch, time, channels) with a view instead of a copy."""
-    if not isinstance(like, np.ndarray):                    # on a GPU the copy at the merge costs little
-        return a @ b
+    if not isinstance(like, np.ndarray) or dtypes.is_half(a.dtype):    # on a GPU the copy at the merge costs
+        return product(a, b)                                            # little; 16-bit: see linalg.product
     shape = (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
     return np.matmul(a, b, out=np.empty_like(like, dtype=np.result_type(a, b), shape=shape))
 

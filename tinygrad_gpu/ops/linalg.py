@@ -6,7 +6,24 @@ import string
 import numpy as np
 
 from .. import dtypes
+from ..amp import autocast_mode
 from ..tensor import Function, Tensor
+
+
+def product(a, b):
+    """a @ b of two arrays. 16-bit floats multiply as cuBLAS multiplies them on a GPU: float32 sums, one
+    rounding at the end (CuPy asks cuBLAS for exactly that). NumPy has no 16-bit BLAS (its bfloat16
+    product is a slow loop over elements that returns float32), so on the CPU the operands are widened
+    to float32, multiplied by BLAS, and the product rounded back: the GPU's numbers, up to the order
+    of the sums."""
+    if isinstance(a, np.ndarray) and dtypes.is_half(a.dtype):
+        return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
+    return a @ b
+
+
+def sum_rows(a):
+    """a.sum(0), in float32 for 16-bit floats (a bias's gradient adds up every row of a batch)."""
+    return a.sum(0, dtype=dtypes.accumulator(a.dtype)).astype(a.dtype, copy=False)
 
 
 class MatMul(Function):
@@ -18,8 +35,8 @@ class MatMul(Function):
             # x @ W with x (..., k): one (rows, k) @ (k, n) product instead of a loop of small ones
             # over the batch, which is how the array libraries treat a stacked operand (about 2x faster
             # for a GPT's layers on the CPU)
-            return (a.data.reshape(-1, a.shape[-1]) @ b.data).reshape(*a.shape[:-1], b.shape[-1])
-        return a.data @ b.data
+            return product(a.data.reshape(-1, a.shape[-1]), b.data).reshape(*a.shape[:-1], b.shape[-1])
+        return product(a.data, b.data)
 
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
@@ -50,6 +67,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     except ValueError:
         raise RuntimeError(f"matmul: the batch dimensions of shapes {a.shape} and {b.shape} cannot be broadcast "
                          "together") from None
+    a, b = autocast_mode.low_precision(a, b)
     dtype = dtypes.promote(a.dtype, a.ndim, b.dtype, b.ndim)
     a, b = a.to(dtype=dtype), b.to(dtype=dtype)
     # A vector becomes a matrix for the product, and its added dimension is removed after.
@@ -82,7 +100,7 @@ class Linear(Function):
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
         rows = x.data.reshape(-1, x.shape[-1])
-        out = rows @ weight.data.T
+        out = product(rows, weight.data.T)
         if bias is not None:
             out += bias.data
         return out.reshape(*x.shape[:-1], weight.shape[0])
@@ -92,9 +110,9 @@ class Linear(Function):
         need_x, need_weight = ctx.needs_input_grad[:2]
         need_bias = ctx.has_bias and ctx.needs_input_grad[2]
         grad_rows = grad.data.reshape(-1, grad.shape[-1])
-        grads = ((grad_rows @ weight.data).reshape(x.shape) if need_x else None,                    # dx = dy W
-                 (grad_rows.T @ x.data.reshape(-1, x.shape[-1])) if need_weight else None,          # dW = dy^T x
-                 *((grad_rows.sum(0) if need_bias else None,) if ctx.has_bias else ()))             # db = sum dy
+        grads = (product(grad_rows, weight.data).reshape(x.shape) if need_x else None,              # dx = dy W
+                 product(grad_rows.T, x.data.reshape(-1, x.shape[-1])) if need_weight else None,    # dW = dy^T x
+                 *((sum_rows(grad_rows) if need_bias else None,) if ctx.has_bias else ()))          # db = sum dy
         return tuple(None if g is None else Tensor._wrap(g, ctx.device) for g in grads)
 
 
@@ -106,6 +124,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor = None) -> Tensor:
     if bias is not None and bias.shape != weight.shape[:1]:
         raise RuntimeError(f"linear: bias of shape {bias.shape} does not fit weight of shape {weight.shape} "
                          f"(need ({weight.shape[0]},))")
+    x, weight, bias = autocast_mode.low_precision(x, weight, bias)
     if any(t is not None and t.dtype != x.dtype for t in (weight, bias)):     # mixed dtypes: promote as @ and + do
         return Linear.composition(x, weight, bias)
     return Linear.apply(x, weight) if bias is None else Linear.apply(x, weight, bias)

@@ -10,6 +10,7 @@ import collections
 import numpy as np
 
 from .. import device as devices
+from .. import dtypes
 from ..tensor import Function, Tensor
 from . import movement
 from .gather import Gather
@@ -46,6 +47,8 @@ def _spread(grad: Tensor, input_shape: tuple, dims: tuple) -> Tensor:
 class Sum(Function):
     def forward(ctx, x, dims, keepdim):
         ctx.input_shape, ctx.dims = x.shape, dims
+        if dtypes.is_half(x.dtype):       # 16-bit floats add up in float32, then round once
+            return ctx.xp.sum(x.data, axis=dims, keepdims=keepdim, dtype=dtypes.float32).astype(x.dtype)
         return ctx.xp.sum(x.data, axis=dims, keepdims=keepdim)
 
     def backward(ctx, grad):
@@ -103,7 +106,8 @@ def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
         raise TypeError(f"mean: needs a floating-point tensor, got {x.dtype}; convert it with .float()")
     dims = normalize_dims("mean", dim, x.ndim)
     count = int(np.prod([x.shape[d] for d in dims]))
-    return x.sum(dims, keepdim) / count if count else x.sum(dims, keepdim) * float("nan")
+    total = sum(x, dims, keepdim)           # the op, not the method: autocast runs mean in x's dtype
+    return total / count if count else total * float("nan")
 
 
 def correction_of(unbiased, correction) -> int:
@@ -116,9 +120,9 @@ def correction_of(unbiased, correction) -> int:
 def var(x: Tensor, dim=None, keepdim=False, correction=1) -> Tensor:
     dims = normalize_dims("var", dim, x.ndim)
     count = int(np.prod([x.shape[d] for d in dims]))
-    centered = x - x.mean(dims, keepdim=True)
+    centered = x - mean(x, dims, keepdim=True)
     with np.errstate(divide="ignore", invalid="ignore"):   # too few elements gives inf/nan, as in PyTorch
-        return (centered * centered).sum(dims, keepdim) / max(count - correction, 0)
+        return sum(centered * centered, dims, keepdim) / max(count - correction, 0)
 
 
 class SqrtOfVariance(Function):
@@ -217,9 +221,11 @@ def logsumexp(x: Tensor, dim, keepdim=False) -> Tensor:
 
 # ----------------------------------------------------------------------------- softmax
 def _softmax_array(xp, data, dim):
-    shifted = data - data.max(axis=dim, keepdims=True)   # exp of values <= 0: no overflow
+    """Computed in float32 for 16-bit floats, rounded once (as PyTorch's kernels do)."""
+    work = data.astype(dtypes.accumulator(data.dtype), copy=False)
+    shifted = work - work.max(axis=dim, keepdims=True)   # exp of values <= 0: no overflow
     e = xp.exp(shifted)
-    return e / e.sum(axis=dim, keepdims=True)
+    return (e / e.sum(axis=dim, keepdims=True)).astype(data.dtype, copy=False)
 
 
 class Softmax(Function):
@@ -241,8 +247,10 @@ class LogSoftmax(Function):
         (ctx.dim,) = normalize_dims("log_softmax", dim, x.ndim) or (0,)
         if not x.ndim:
             return ctx.xp.zeros_like(x.data)
-        shifted = x.data - x.data.max(axis=ctx.dim, keepdims=True)
-        return shifted - ctx.xp.log(ctx.xp.exp(shifted).sum(axis=ctx.dim, keepdims=True))
+        work = x.data.astype(dtypes.accumulator(x.dtype), copy=False)     # float32 for 16-bit floats
+        shifted = work - work.max(axis=ctx.dim, keepdims=True)
+        return (shifted - ctx.xp.log(ctx.xp.exp(shifted).sum(axis=ctx.dim, keepdims=True))).astype(x.dtype,
+                                                                                                   copy=False)
 
     def backward(ctx, grad):
         y = ctx.output                     # dx = g - softmax * sum(g)

@@ -11,8 +11,20 @@ Adam adds weight_decay * p to g first; AdamW instead shrinks p by (1 - lr * weig
 before the update, so the decay does not pass through the adaptive scaling.
 The arithmetic is one fused kernel per parameter: tinygrad_gpu/kernels/adamw.cu, defined by the
 NumPy reference beside it in kernels/adamw.py (the cpu runs kernels/fast_cpu.py's version).
+
+Under a GradScaler (tinygrad_gpu.amp) a step may have to be skipped, when the scaled gradients
+overflowed, and the host must not wait to learn whether. scaler.step(opt) sets ``opt.found_inf`` (a
+float32 0-d tensor, 0 or not) for one step() call; each parameter's step count t then lives on its
+device as a float32 0-d array (PyTorch's fused Adam keeps it so too): one thread adds 1 unless
+found_inf is set, and the update kernel, which reads t and computes the bias corrections from it,
+changes nothing when it is set. A skipped step is no step, as in PyTorch, where the scaler does
+not call optimizer.step() at all. Without a scaler, t stays a Python int and a step is one launch
+per parameter; a device count left by scaled steps is read back once (a sync) when an unscaled
+step follows.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from .. import device as devices
 from .. import kernels
@@ -21,6 +33,8 @@ from .optimizer import Optimizer
 
 class Adam(Optimizer):
     decoupled = False
+    _step_supports_amp_scaling = True     # GradScaler.step hands over found_inf instead of reading it (PyTorch's flag)
+    found_inf = None                      # set by GradScaler.step for the length of one step() call
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         if lr < 0 or eps < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
@@ -36,11 +50,23 @@ class Adam(Optimizer):
             xp = devices.array_module(param.device)
             state["exp_avg"] = xp.zeros_like(param.data)
             state["exp_avg_sq"] = xp.zeros_like(param.data)
-        state["step"] += 1
         beta1, beta2 = group["betas"]
-        kernels.adamw.adamw_update(param.data, grad, state["exp_avg"], state["exp_avg_sq"], lr=group["lr"], beta1=beta1,
-                                   beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
-                                   step=state["step"], device=param.device, decoupled=self.decoupled)
+        if self.found_inf is None:
+            if not np.isscalar(state["step"]):       # counted on the device by scaled steps: read it once
+                state["step"] = int(state["step"])
+            state["step"] += 1
+            kernels.adamw.adamw_update(param.data, grad, state["exp_avg"], state["exp_avg_sq"], lr=group["lr"],
+                                       beta1=beta1, beta2=beta2, eps=group["eps"],
+                                       weight_decay=group["weight_decay"], step=state["step"], device=param.device,
+                                       decoupled=self.decoupled)
+        else:
+            if np.isscalar(state["step"]):
+                state["step"] = devices.array_module(param.device).full((), state["step"], np.float32)
+            kernels.adamw.adamw_update_skippable(param.data, grad, state["exp_avg"], state["exp_avg_sq"],
+                                                 state["step"], devices.move(self.found_inf.data, param.device),
+                                                 lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
+                                                 weight_decay=group["weight_decay"], device=param.device,
+                                                 decoupled=self.decoupled)
 
 
 class AdamW(Adam):

@@ -26,8 +26,9 @@ class CheckpointError(ConfigError):
 
 
 def save(path: str, model, optimizer, iter_num: int, tokenizer, settings: dict, config: TrainConfig,
-         data_rng, rank_states: list = None) -> None:
-    """`rank_states`: every rank's rng_state() under mpiexec (the data stream is alike on all ranks)."""
+         data_rng, rank_states: list = None, scaler=None) -> None:
+    """`rank_states`: every rank's rng_state() under mpiexec (the data stream is alike on all ranks);
+    `scaler`: a float16 run's GradScaler, whose scale and growth tracker a resumed run continues from."""
     rank_states = rank_states or [rng_state()]
     rng = {"data": data_rng.bit_generator.state, **rank_states[0]}
     if len(rank_states) > 1:
@@ -36,6 +37,7 @@ def save(path: str, model, optimizer, iter_num: int, tokenizer, settings: dict, 
         "model": model.state_dict(), "optimizer": optimizer.state_dict(), "iter": iter_num,
         "tokenizer": tokenizer.describe(), "model_settings": settings, "config": config.flags(),
         "rng": rng, "world_size": len(rank_states),
+        **({"grad_scaler": scaler.state_dict()} if scaler is not None else {}),
     }, path)
 
 
@@ -109,10 +111,13 @@ def load_weights(model, saved: dict) -> None:
         raise CheckpointError(f"the checkpoint's weights do not fit its model: {e}") from None
 
 
-def restore(saved: dict, optimizer, data_rng, rank: int = 0) -> int:
-    """Put AdamW's state and both random streams (rank `rank`'s model stream) back as the saved run
-    left them; its iteration. (The weights are already in: they were loaded before the optimizer was made.)"""
+def restore(saved: dict, optimizer, data_rng, rank: int = 0, scaler=None) -> int:
+    """Put AdamW's state, the GradScaler's (a float16 run's), and both random streams (rank `rank`'s model
+    stream) back as the saved run left them; its iteration. (The weights are already in: they were loaded
+    before the optimizer was made.) A scaler the saved run did not have starts afresh."""
     optimizer.load_state_dict(saved["optimizer"])
+    if scaler is not None and "grad_scaler" in saved:
+        scaler.load_state_dict(saved["grad_scaler"])
     data_rng.bit_generator.state = saved["rng"]["data"]
     own = saved["rng"]["ranks"][rank] if "ranks" in saved["rng"] else saved["rng"]
     random.set_rng_state(own["model"])

@@ -25,6 +25,7 @@ from ..cache import cache_dir
 from ..backends import backends
 
 # Dense peak TFLOP/s: (float32 on CUDA cores, TF32 tensor cores, float16 tensor cores with float32 sums).
+# bfloat16 runs at float16's rate on every GPU here that has it (compute capability 8.0 and up).
 # None for TF32: the GPU predates it, so float32 products run at the float32 rate.
 # A datasheet that lists only figures "with sparsity" is halved. More specific names come first:
 # the first pattern found in the GPU's name wins.
@@ -77,7 +78,7 @@ def peak_flops(device: str, dtype) -> tuple:
         peak = gpu_peak_flops(name, kind)
         if peak is None:
             return None, f"no peak FLOP/s listed for the GPU {name!r} (train/compute.py's table): no MFU"
-        return peak, f"{name}, {kind} datasheet peak"
+        return peak, f"{name}, {np.dtype(dtype).name if kind == 'float16' else kind} datasheet peak"
     if device == "cpu":
         return cpu_peak_flops(), f"float32 matmul measured on {cpu_model()}"
     return None, f"{device} is not hardware that has a peak: no MFU"

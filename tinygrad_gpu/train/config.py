@@ -70,6 +70,11 @@ class TrainConfig:
                            shown="on when the output is a terminal")
     device: str = _flag(None, "devices", "cpu, cuda (cuda:N) or emu (our CUDA kernels on the CPU, slow)",
                         shown="cuda when a GPU is visible, else cpu")
+    dtype: str = _flag(None, "devices", "what the matrix products compute in: float32, or bfloat16 / float16 under "
+                       "autocast (parameters and AdamW's state stay float32; float16 scales the loss with a "
+                       "GradScaler)", choices=("float32", "bfloat16", "float16"),
+                       shown="bfloat16 on a GPU of compute capability 8.0 and up, float16 on older GPUs, float32 on "
+                       "the CPU")
     backend: str = _flag(None, "devices", "how processes started by mpiexec average their gradients: mpi (host "
                          "memory, cpu) or nccl (GPUs)", choices=("mpi", "nccl"), shown="nccl on cuda, else mpi")
     price_per_hour: float = _flag(None, "devices", "what an hour of this machine costs, in dollars: adds the cost "

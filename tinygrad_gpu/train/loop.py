@@ -28,6 +28,7 @@ from ..tokenizers import Tokenizer
 from . import checkpointing, compute
 from .config import TrainConfig, build_model, freeze, validate
 from .divergence import DivergenceWatch
+from .precision import Precision
 from .ranks import Ranks
 from .reporting import Report
 
@@ -56,12 +57,13 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
         random.manual_seed(config.seed + ranks.rank)
     freeze(model, config)
     optimizer = model.configure_optimizers(config.weight_decay, config.lr, (config.beta1, config.beta2))
+    precision = Precision.for_run(config.dtype, device)     # --dtype: autocast, and float16's GradScaler
     data_rng = np.random.default_rng(config.seed)       # alike on every rank: all draw the same windows
     if ranks.is_main:
         os.makedirs(config.out_dir, exist_ok=True)
     iter_num = 0
     if config.resume:
-        iter_num = checkpointing.restore(saved, optimizer, data_rng, ranks.rank)
+        iter_num = checkpointing.restore(saved, optimizer, data_rng, ranks.rank, precision.scaler)
         log(f"resuming from iteration {iter_num} of {config.max_iters}")
     trainer = DistributedDataParallel(model) if ranks.communicates else model     # averages the gradients
     if ranks.communicates:
@@ -77,12 +79,16 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
     flops_per_token = model.flops_per_token()
     peak = None
     if ranks.is_main:               # only rank 0 reports; the peak of all ranks' devices, each like rank 0's
-        peak, peak_source = compute.peak_flops(device, next(model.parameters()).dtype)
+        peak, peak_source = compute.peak_flops(device, precision.low_dtype or next(model.parameters()).dtype)
         peak = peak * ranks.world_size if peak is not None else None
         log(f"{flops_per_token / 1e6:.2f} MFLOP per token trained; " +
             (f"peak {peak / 1e12:.3g} TFLOP/s ({peak_source})" if peak is not None else peak_source))
     ranks.gather(None)              # the others wait here: a CPU probe measures a machine nobody else loads
-    report = Report(config, iter_num, tokens_per_step, flops_per_token, peak, ranks.world_size, ranks.is_main)
+    log(f"computing in {precision.name}" + (" (autocast; parameters and optimizer state in float32" +
+                                            (", loss scaled by a GradScaler)" if precision.scaler else ")")
+                                            if precision.low_dtype is not None else ""))
+    report = Report(config, iter_num, tokens_per_step, flops_per_token, peak, ranks.world_size, ranks.is_main,
+                    precision.name)
     watch = DivergenceWatch(config)
     decay_iters = config.lr_decay_iters or config.max_iters
 
@@ -91,7 +97,7 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
         rank_states = ranks.gather(checkpointing.rng_state())      # every rank's dropout stream
         if ranks.is_main:
             checkpointing.save(os.path.join(config.out_dir, checkpointing.CHECKPOINT_NAME), model, optimizer,
-                               iter_num, dataset.tokenizer, settings, config, data_rng, rank_states)
+                               iter_num, dataset.tokenizer, settings, config, data_rng, rank_states, precision.scaler)
         watch.saved_at = iter_num
 
     # Overflows show up as an inf or nan loss, which the watch reports: NumPy's warnings would only repeat it.
@@ -103,7 +109,7 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
             evaluation_due = iter_num % config.eval_interval == 0 or iter_num == config.max_iters
             if evaluation_due and iter_num not in report.evaluated:   # a resumed run may start at one it has
                 watch.check()
-                losses = estimate_loss(model, dataset, config, ranks)
+                losses = estimate_loss(model, dataset, config, ranks, precision)
                 watch.check_losses(iter_num, losses)
                 row = report.measure(iter_num, losses, lr)
                 save_checkpoint()           # after measuring: saving is not training time
@@ -115,8 +121,9 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
                 report.write(f"interrupted: checkpoint saved at iteration {iter_num}; continue with --resume")
                 break
             batches = ranks.batches(dataset, "train", config.batch_size, data_rng)
-            loss, norm = training_step(trainer, optimizer, batches, config.grad_clip)
-            watch.note(iter_num, loss, norm)
+            loss, norm = training_step(trainer, optimizer, batches, config.grad_clip, precision)
+            # A GradScaler's overflowing steps have an infinite norm by design (and are skipped): its loss is watched
+            watch.note(iter_num, loss, None if precision.scaler else norm)
             iter_num += 1
             report.step(iter_num, loss)
             if iter_num % 10 == 0:          # where the progress bar reads the loss too
@@ -132,25 +139,36 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
             "interrupted": iter_num < config.max_iters, "rank": ranks.rank, "world_size": ranks.world_size}
 
 
-def training_step(model, optimizer, batches: list, grad_clip: float):
+def training_step(model, optimizer, batches: list, grad_clip: float, precision: Precision = None):
     """Forward, backward, clip, update: (the loss without its graph, the norm before clipping or None).
 
     `batches` are the step's micro-batches, (x, y) each. Their gradients add up in .grad, each loss
     scaled by 1 / len(batches), so the step is the one their union would give in one batch (gradient
     accumulation). Under DistributedDataParallel only the last backward averages across ranks.
-    Nothing here reads a number on the host, so on a GPU the host queues the whole step and runs
-    ahead (benchmarks/gpu_readiness.py counts: 0 host syncs).
+    `precision` (precision.py): each forward under its autocast region, and with float16 its
+    GradScaler's scale, unscale, step and update, all decided on the device. Nothing here reads a
+    number on the host, so on a GPU the host queues the whole step and runs ahead
+    (benchmarks/gpu_readiness.py counts: 0 host syncs).
     """
+    scaler = precision.scaler if precision is not None else None
     optimizer.zero_grad(set_to_none=True)
     losses = []
     for i, (x, y) in enumerate(batches):
         local = i < len(batches) - 1 and isinstance(model, DistributedDataParallel)
         with model.no_sync() if local else contextlib.nullcontext():
-            _, loss = model(x, y)
-            (loss if len(batches) == 1 else loss / len(batches)).backward()
+            with precision.autocast() if precision is not None else contextlib.nullcontext():
+                _, loss = model(x, y)
+            share = loss if len(batches) == 1 else loss / len(batches)
+            (scaler.scale(share) if scaler else share).backward()
         losses.append(loss.detach())
+    if scaler:
+        scaler.unscale_(optimizer)          # clip the true gradients, not the scaled ones
     norm = clip_grad_norm_(optimizer_params(optimizer), grad_clip) if grad_clip else None
-    optimizer.step()
+    if scaler:
+        scaler.step(optimizer)              # skipped, on the device, when a gradient overflowed
+        scaler.update()
+    else:
+        optimizer.step()
     return (losses[0] if len(losses) == 1 else stack(losses).mean()), norm
 
 
@@ -178,11 +196,13 @@ def _prepare(config: TrainConfig, device: str, log):
 
 
 @no_grad()
-def estimate_loss(model, dataset: TextDataset, config: TrainConfig, ranks: Ranks = None) -> dict:
+def estimate_loss(model, dataset: TextDataset, config: TrainConfig, ranks: Ranks = None,
+                  precision: Precision = None) -> dict:
     """Mean loss over `eval_iters` batches per split. The batches are the same at every
     evaluation (their own seeded generator), so the curve shows the model changing, not the
     batches, and evaluation leaves the training random stream untouched. Batches are as large as a
-    training step's; under mpiexec each rank evaluates its share and the ranks add up their sums."""
+    training step's; under mpiexec each rank evaluates its share and the ranks add up their sums.
+    With `precision`, the forward passes run in its autocast region, as training's do."""
     was_training = model.training
     model.eval()
     losses = {}
@@ -192,7 +212,8 @@ def estimate_loss(model, dataset: TextDataset, config: TrainConfig, ranks: Ranks
         for _ in range(config.eval_iters):
             for x, y in ranks.batches(dataset, split, config.batch_size, rng) if ranks else \
                     [dataset.batch(split, config.batch_size, rng)]:
-                total += model(x, y)[1].item()
+                with precision.autocast() if precision is not None else contextlib.nullcontext():
+                    total += model(x, y)[1].item()
         micro_batches = ranks.global_micro_batches if ranks else 1
         losses[split] = (ranks.total(total) if ranks else total) / (config.eval_iters * micro_batches)
     model.train(was_training)

@@ -22,8 +22,9 @@ class Report:
     shows and writes anything; the others keep the same rows, to agree on what is left to do."""
 
     def __init__(self, config, iter_num: int, tokens_per_step: int, flops_per_token: int, peak_flops: float = None,
-                 world_size: int = 1, main: bool = True):
+                 world_size: int = 1, main: bool = True, dtype: str = "float32"):
         self.path, self.main, self.world_size = os.path.join(config.out_dir, METRICS_NAME), main, world_size
+        self.dtype = dtype
         if config.resume:       # the rows written after the checkpoint are about to be redone
             self.metrics = _read_metrics(self.path, iter_num)
             if main:
@@ -44,7 +45,7 @@ class Report:
         """The metrics row of an evaluation; the speed is over the steps since the last one."""
         tokens_per_sec = self.interval_steps * self.tokens_per_step / max(time.time() - self.interval_start, 1e-9)
         row = {"iter": iter_num, "train_loss": round(losses["train"], 6), "val_loss": round(losses["val"], 6),
-               "lr": lr, "tokens_per_sec": round(tokens_per_sec, 1), "world_size": self.world_size,
+               "lr": lr, "tokens_per_sec": round(tokens_per_sec, 1), "world_size": self.world_size, "dtype": self.dtype,
                "elapsed_s": self.elapsed(),
                "flops": iter_num * self.tokens_per_step * self.flops_per_token,
                "tflops_per_sec": _significant(tokens_per_sec * self.flops_per_token / 1e12),

@@ -31,6 +31,10 @@ CuPy and NumPy", https://docs.cupy.dev/en/stable/user_guide/difference.html, unl
   ``ufunc.at``, ``reduce``, ``accumulate`` and ``reduceat`` exist for a few ufuncs only
   (cupy/_core/_kernel.pyx);
 * ``a[:] = numpy_array`` raises ValueError unless the value is 0-d (cupy/_core/_routines_indexing.pyx);
+* bfloat16 (ml_dtypes') is a dtype of its own: its ufunc loops are the 'E' entries of each ufunc's types
+  (CuPy 14 adds them when ml_dtypes is installed, https://github.com/cupy/cupy/pull/9494), and a product
+  of two 16-bit matrices is rounded once from float32 sums, as cuBLAS computes it
+  (cupy/_core/_routines_linalg.pyx), where NumPy's bfloat16 product would return float32;
 * ``cupy.random.Generator`` has no ``permutation`` and no ``normal``
   (https://github.com/cupy/cupy/issues/7726);
 * an array on another device than the current one is refused with ValueError, as CuPy 14

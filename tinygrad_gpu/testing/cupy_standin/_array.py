@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numbers
 
+import ml_dtypes
 import numpy as np
 
 from . import _api
@@ -145,13 +146,27 @@ def _host_index(k):
 
 
 # ----------------------------------------------------------------------------- the class
+_HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b as CuPy computes it: cuBLAS multiplies 16-bit floats with float32 sums and rounds the product
+    once to their dtype. (NumPy's 16-bit products are slow element loops, and bfloat16's returns float32.)"""
+    if a.dtype in _HALF and a.dtype == b.dtype:
+        return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
+    return np.matmul(a, b)
+
+
 def _binary(name):
+    numpy_method = {"__matmul__": _matmul, "__rmatmul__": lambda a, b: _matmul(b, a)}.get(name) or \
+        getattr(np.ndarray, name)
+
     def method(self, other):
         if isinstance(other, np.ndarray):
             raise TypeError(f"Unsupported type {type(other)}")
         if not isinstance(other, (ndarray, numbers.Number, np.generic)):
             return NotImplemented
-        result = compute(getattr(np.ndarray, name), self, other)
+        result = compute(numpy_method, self, other)
         return self if name.startswith("__i") else result       # in place: the same array
     method.__name__ = name
     return method

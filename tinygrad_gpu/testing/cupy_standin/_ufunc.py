@@ -9,24 +9,32 @@ from __future__ import annotations
 
 import numbers
 
+import ml_dtypes
 import numpy as np
 
 from . import _api
 from ._array import compute, ndarray
 
 
+def loop_dtype(char: str):
+    """The dtype of a loop's type character. 'E' is bfloat16 (ml_dtypes' character, which CuPy 14 uses for
+    its bfloat16 loops when ml_dtypes is installed, and which np.dtype() does not parse)."""
+    return np.dtype(ml_dtypes.bfloat16) if char == "E" else np.dtype(char)
+
+
 def _fits(value, char: str) -> bool:
-    loop_dtype = np.dtype(char)
+    wanted = loop_dtype(char)
+    kind = "f" if char == "E" else wanted.kind              # bfloat16's NumPy kind is 'V'; a float to CuPy
     if isinstance(value, (ndarray, np.generic)):
-        return np.can_cast(value.dtype, loop_dtype, "safe")
+        return np.can_cast(value.dtype, wanted, "safe")
     if isinstance(value, bool):
         return True
     if isinstance(value, numbers.Integral):
-        return loop_dtype.kind in "iufc"
+        return kind in "iufc"
     if isinstance(value, numbers.Real):
-        return loop_dtype.kind in "fc"
+        return kind in "fc"
     if isinstance(value, numbers.Complex):
-        return loop_dtype.kind == "c"
+        return kind == "c"
     return True
 
 
@@ -61,7 +69,7 @@ class ufunc:
         result = compute(self._numpy, *args, out=out, **kwargs)
         if out is not None:
             return out
-        loop_out = np.dtype(signature.split("->")[1][0])
+        loop_out = loop_dtype(signature.split("->")[1][0])
         all_arrays = all(isinstance(v, ndarray) for v in inputs)
         if dtype is None and all_arrays and isinstance(result, ndarray) and result.dtype != loop_out:
             result = result.astype(loop_out)

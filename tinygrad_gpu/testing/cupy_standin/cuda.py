@@ -25,9 +25,12 @@ class runtime:
 
     @staticmethod
     def getDeviceProperties(device: int) -> dict:
-        """Only the name, as bytes like CuPy's: no GPU has it, so nothing knows this one's peak FLOP/s."""
+        """The name, as bytes like CuPy's (no GPU has it, so nothing knows this one's peak FLOP/s), and a
+        compute capability: 8.0 (an A100's, the first with bfloat16 tensor cores), or
+        TINYGRAD_GPU_STANDIN_CAPABILITY (e.g. "7.0", a GPU whose 16-bit type is float16 alone)."""
         _array.Device(device)                   # an ordinal out of range is refused, as by CUDA
-        return {"name": b"CuPy stand-in (NumPy)"}
+        major, minor = os.environ.get("TINYGRAD_GPU_STANDIN_CAPABILITY", "8.0").split(".")
+        return {"name": b"CuPy stand-in (NumPy)", "major": int(major), "minor": int(minor)}
 
 
 
@@ -42,7 +45,7 @@ class RawKernel:
                 arrays.append(_array.unwrap(a))
             elif isinstance(a, np.ndarray):
                 raise TypeError(f"{self.name}: a NumPy array cannot be a kernel argument; move it with cupy.asarray")
-            elif isinstance(a, (int, float)) and not isinstance(a, bool):
+            elif isinstance(a, (int, float)) and not isinstance(a, (bool, np.generic)):    # np.float64 is a float
                 raise TypeError(f"{self.name}: pass Python numbers as NumPy scalars (np.int32, np.float32) so "
                                 "the kernel gets the C type it declares")
             else:

@@ -14,13 +14,15 @@ arrays (the flat, C-contiguous buffers, shaped as the launcher made them) and Nu
 kernel's parameter order.  It writes the kernel's outputs into the output arrays, in place, as the
 kernel does, including what a backward kernel reads later (a forward's mean, rstd or lse), and
 leaves alone what the kernel leaves alone.  grid and block do not matter: every kernel computes
-the same whatever its launch shape.
+the same whatever its launch shape.  A kernel's float16 and bfloat16 entry points (``NAME_f16``,
+``NAME_bf16``) share its adapter: the references compute 16-bit data in float32 and round once to
+the output arrays' dtypes, as the kernels do.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ...kernels import adamw, causal_softmax, cross_entropy, embedding_backward, gelu, layernorm, philox
+from ...kernels import adamw, causal_softmax, cross_entropy, embedding_backward, gelu, grad_scaler, layernorm, philox
 
 
 def _flat(a, n):
@@ -43,6 +45,18 @@ def _adamw_update(grid, block, args):
     adamw.reference_update(*(_flat(a, n) for a in (param, grad, exp_avg, exp_avg_sq)), float(step_size),
                            1 - float(one_minus_beta1), 1 - float(one_minus_beta2), float(bc2_sqrt), float(eps),
                            float(decay), float(l2))
+
+
+def _adamw_count_step(grid, block, args):
+    step, found_inf = args
+    adamw.reference_count_step(step, found_inf)
+
+
+def _adamw_update_skippable(grid, block, args):
+    param, grad, exp_avg, exp_avg_sq, n, step, found_inf, lr, beta1, beta2, eps, decay, l2 = args
+    # lr, beta1 and beta2 arrive as the doubles the kernel gets; the reference rounds 1 - beta as the kernel does.
+    adamw.reference_update_skippable(*(_flat(a, n) for a in (param, grad, exp_avg, exp_avg_sq)), step, found_inf,
+                                     float(lr), float(beta1), float(beta2), float(eps), float(decay), float(l2))
 
 
 # ----------------------------------------------------------------------------- causal_softmax.cu
@@ -101,6 +115,18 @@ def _gelu_backward(grid, block, args):
     _flat(dx, n)[...] = gelu.reference_backward(_flat(x, n), _flat(dy, n))
 
 
+# ----------------------------------------------------------------------------- grad_scaler.cu
+def _amp_non_finite_check_and_unscale(grid, block, args):
+    grad, n, found_inf, scale = args
+    grad_scaler.reference_non_finite_check_and_unscale_(_flat(grad, n), found_inf, scale)
+
+
+def _amp_update_scale(grid, block, args):
+    scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval = args
+    grad_scaler.reference_update_scale_(scale, growth_tracker, found_inf, float(growth_factor), float(backoff_factor),
+                                        int(growth_interval))
+
+
 # ----------------------------------------------------------------------------- layernorm.cu
 def _layernorm_forward(grid, block, args):
     x, weight, bias, out, mean, rstd, n, eps = args
@@ -134,16 +160,38 @@ def _philox_normal(grid, block, args):
 
 BY_KERNEL = {
     "adamw_update": _adamw_update,
+    "adamw_count_step": _adamw_count_step,
+    "adamw_update_skippable": _adamw_update_skippable,
+    "amp_non_finite_check_and_unscale": _amp_non_finite_check_and_unscale,
+    "amp_update_scale": _amp_update_scale,
     "causal_softmax_forward": _causal_softmax_forward,
+    "causal_softmax_forward_f16": _causal_softmax_forward,
+    "causal_softmax_forward_bf16": _causal_softmax_forward,
     "causal_softmax_backward": _causal_softmax_backward,
+    "causal_softmax_backward_f16": _causal_softmax_backward,
+    "causal_softmax_backward_bf16": _causal_softmax_backward,
     "cross_entropy_forward": _cross_entropy_forward,
+    "cross_entropy_forward_f16": _cross_entropy_forward,
+    "cross_entropy_forward_bf16": _cross_entropy_forward,
     "cross_entropy_backward": _cross_entropy_backward,
+    "cross_entropy_backward_f16": _cross_entropy_backward,
+    "cross_entropy_backward_bf16": _cross_entropy_backward,
     "embedding_backward": _embedding_backward,
     "gelu_forward": _gelu_forward,
+    "gelu_forward_f16": _gelu_forward,
+    "gelu_forward_bf16": _gelu_forward,
     "gelu_backward": _gelu_backward,
+    "gelu_backward_f16": _gelu_backward,
+    "gelu_backward_bf16": _gelu_backward,
     "layernorm_forward": _layernorm_forward,
+    "layernorm_forward_f16": _layernorm_forward,
+    "layernorm_forward_bf16": _layernorm_forward,
     "layernorm_backward": _layernorm_backward,
+    "layernorm_backward_f16": _layernorm_backward,
+    "layernorm_backward_bf16": _layernorm_backward,
     "layernorm_backward_params": _layernorm_backward_params,
+    "layernorm_backward_params_f16": _layernorm_backward_params,
+    "layernorm_backward_params_bf16": _layernorm_backward_params,
     "philox_uniform": _philox_uniform,
     "philox_normal": _philox_normal,
 }

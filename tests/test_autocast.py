@@ -1,0 +1,208 @@
+"""16-bit floats and autocast: bfloat16/float16 tensors, PyTorch's promotion, and tg.autocast's casts
+(which op runs in which dtype, nesting, the parameters' cast cache, backward in the forward's dtypes).
+
+The numbers of a GPT under autocast are compared with float32 here on every device (cpu, emu:
+our half-precision kernels, and cuda in the cuda pass), and with torch.autocast in
+test_torch_parity.py. The kernels' own half-precision checks are in test_kernels.py.
+"""
+import numpy as np
+import pytest
+
+import tinygrad_gpu as tg
+import tinygrad_gpu.nn.functional as F
+from tinygrad_gpu.nn import GPT, GPTConfig
+
+HALF = [tg.bfloat16, tg.float16]
+HALF_IDS = ["bfloat16", "float16"]
+
+
+def device_type(device):
+    return "cuda" if device.startswith("cuda") else device
+
+
+# ----------------------------------------------------------------------------- the dtypes
+def test_bfloat16_is_a_floating_dtype_with_pytorchs_limits():
+    x = tg.tensor([1.0, 2.0, 3.0]).bfloat16()
+    assert x.dtype == tg.bfloat16 and x.is_floating_point() and x.element_size() == 2
+    assert tg.tensor([1.0]).half().dtype == tg.float16 == tg.half
+    info = tg.finfo(tg.bfloat16)            # torch.finfo(torch.bfloat16)'s values
+    assert (info.bits, info.eps, info.resolution, info.tiny) == (16, 0.0078125, 0.01, 1.1754943508222875e-38)
+    assert info.max == 3.3895313892515355e+38 and info.min == -info.max
+    half = tg.finfo(tg.float16)
+    assert (half.eps, half.max, half.resolution, half.tiny) == (0.0009765625, 65504.0, 0.001, 6.103515625e-05)
+    assert tg.finfo().dtype == "float32" and tg.finfo(tg.float64).bits == 64
+    with pytest.raises(TypeError, match="not a floating-point dtype"):
+        tg.finfo(tg.int64)
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    (tg.bfloat16, tg.float16, tg.float32),       # neither holds the other
+    (tg.bfloat16, tg.float32, tg.float32),
+    (tg.float16, tg.float32, tg.float32),
+    (tg.bfloat16, tg.float64, tg.float64),
+    (tg.bfloat16, tg.int64, tg.bfloat16),        # a float outranks an integer whatever its width
+    (tg.bfloat16, tg.bool_, tg.bfloat16),
+])
+def test_promotion_follows_pytorch(a, b, expected):
+    x, y = tg.ones(2, dtype=a), tg.ones(2, dtype=b)
+    assert (x + y).dtype == expected and (y * x).dtype == expected
+
+
+def test_scalars_and_zero_dim_tensors_do_not_widen_a_half_tensor():
+    x = tg.ones(3, dtype=tg.bfloat16)
+    assert (x * 2.5).dtype == tg.bfloat16 and (2.5 - x).dtype == tg.bfloat16 and (x + 1).dtype == tg.bfloat16
+    assert (x + tg.tensor(1.0)).dtype == tg.bfloat16                # a 0-d float32 tensor
+    assert (tg.ones(3) + tg.tensor(1.0, dtype=tg.bfloat16)).dtype == tg.float32
+
+
+def test_half_tensors_record_gradients_and_sum_in_float32(device):
+    x = tg.full((4096,), 1.0, dtype=tg.bfloat16, device=device, requires_grad=True)
+    total = (x * 1.0).sum()
+    # 4096 ones summed in bfloat16 would stick at 256 (256 + 1 rounds back to 256); in float32 it is exact
+    assert total.dtype == tg.bfloat16 and total.item() == 4096.0
+    total.backward()
+    assert x.grad.dtype == tg.bfloat16 and np.all(x.grad.numpy() == 1)
+    probs = (tg.arange(5, device=device).float() / 10).bfloat16().softmax(0)
+    assert probs.dtype == tg.bfloat16 and abs(probs.float().sum().item() - 1) < 1e-2
+
+
+def test_module_casts_only_its_floating_tensors():
+    model = GPT(GPTConfig(block_size=8, vocab_size=20, n_layer=1, n_head=2, n_embd=8))
+    model.bfloat16()
+    assert {p.dtype for p in model.parameters()} == {tg.bfloat16}
+    assert model.lm_head.weight is model.transformer.wte.weight           # still tied
+    model.float()
+    assert {p.dtype for p in model.parameters()} == {tg.float32}
+
+
+def test_bfloat16_checkpoints_are_stored_as_bf16(tmp_path):
+    from safetensors import safe_open
+    x = tg.tensor([[1.5, -2.25], [3e38, 1e-38]]).bfloat16()
+    path = str(tmp_path / "c.safetensors")
+    tg.save({"x": x}, path)
+    with safe_open(path, framework="numpy") as f:
+        assert f.get_slice("x").get_dtype() == "BF16"
+    back = tg.load(path)["x"]
+    assert back.dtype == tg.bfloat16 and np.array_equal(back.numpy().view(np.uint16), x.numpy().view(np.uint16))
+
+
+# ----------------------------------------------------------------------------- which op runs in which dtype
+@pytest.mark.parametrize("low", HALF, ids=HALF_IDS)
+def test_products_run_low_and_the_float32_list_runs_float32(device, low):
+    x = tg.randn(4, 8, device=device)
+    w = tg.randn(6, 8, device=device, requires_grad=True)
+    targets = tg.tensor([0, 1, 5, 2], device=device)
+    with tg.autocast(device_type(device), dtype=low):
+        y = F.linear(x, w)
+        assert y.dtype == low and (x @ w.transpose(0, 1)).dtype == low
+        assert F.cross_entropy(y, targets).dtype == tg.float32
+        assert y.softmax(-1).dtype == tg.float32 and y.log_softmax(-1).dtype == tg.float32
+        assert F.layer_norm(y, (6,)).dtype == tg.float32
+        assert y.sum().dtype == tg.float32 and y.exp().dtype == tg.float32 and (y ** 2).dtype == tg.float32
+        assert F.mse_loss(y, y.detach()).dtype == tg.float32
+        assert F.gelu(y, approximate="tanh").dtype == low and y.relu().dtype == low      # unlisted: as given
+        assert y.mean().dtype == low                         # mean is not on the float32 list
+        assert (y + x[:, :6]).dtype == tg.float32            # ordinary promotion: float32 wins
+        assert (x.double() @ x.double().transpose(0, 1)).dtype == tg.float64      # float64 is never cast
+    assert F.linear(x, w).dtype == tg.float32                # nothing is cast outside the region
+
+
+def test_attention_runs_low_under_autocast(device):
+    q, k, v = (tg.randn(2, 2, 5, 4, device=device) for _ in range(3))
+    with tg.autocast(device_type(device), dtype=tg.bfloat16):
+        assert F.scaled_dot_product_attention(q, k, v, is_causal=True).dtype == tg.bfloat16
+        mask = tg.ones(5, 5, dtype=tg.bool_, device=device).tril()
+        assert F.scaled_dot_product_attention(q, k, v, attn_mask=mask).dtype == tg.bfloat16
+
+
+def test_regions_nest_and_enabled_false_turns_casting_off(device):
+    x, w, kind = tg.randn(2, 3, device=device), tg.randn(3, 3, device=device), device_type(device)
+    with tg.autocast(kind, dtype=tg.bfloat16):
+        with tg.amp.autocast(kind, enabled=False):
+            assert (x @ w).dtype == tg.float32
+            with tg.autocast(kind, dtype=tg.float16):
+                assert (x @ w).dtype == tg.float16
+            assert (x @ w).dtype == tg.float32
+        assert (x @ w).dtype == tg.bfloat16 and tg.amp.is_autocast_enabled(kind)
+        other = "cpu" if kind != "cpu" else "cuda"
+        assert not tg.amp.is_autocast_enabled(other)          # a region is for one device type
+    assert (x @ w).dtype == tg.float32 and not tg.amp.is_autocast_enabled(kind)
+
+
+def test_autocast_is_a_decorator_and_checks_its_arguments():
+    @tg.autocast("cpu")
+    def product(a, b):
+        return a @ b
+    a = tg.randn(2, 2, device="cpu")
+    assert product(a, a).dtype == tg.bfloat16                                  # the cpu's default
+    assert tg.amp.get_autocast_dtype("cuda") == tg.float16                     # PyTorch's defaults
+    with pytest.raises(ValueError, match="float16 or bfloat16"):
+        tg.autocast("cpu", dtype=tg.float64)
+    with pytest.raises(ValueError, match="device_type"):
+        tg.autocast("tpu")
+
+
+def test_binary_cross_entropy_is_refused_inside_a_region(device):
+    p, ones = tg.rand(4, device=device).clamp(0.1, 0.9), tg.ones(4, device=device)
+    with tg.autocast(device_type(device)), pytest.raises(RuntimeError, match="binary_cross_entropy_with_logits"):
+        F.binary_cross_entropy(p, ones)
+    assert F.binary_cross_entropy(p, ones).dtype == tg.float32
+
+
+def test_a_weight_used_twice_is_cast_once_and_gets_a_float32_gradient(device):
+    x = tg.randn(3, 4, device=device)
+    w = tg.randn(5, 4, device=device, requires_grad=True)
+    with tg.autocast(device_type(device)):
+        first, second = F.linear(x, w), F.linear(x * 2, w)
+        casts = {first._ctx.next_nodes[1], second._ctx.next_nodes[1]}     # the node each weight came from
+        assert len(casts) == 1 and type(next(iter(casts))).__name__ == "Cast"
+        loss = (first.float() * second.float()).sum()
+    loss.backward()
+    assert w.grad.dtype == tg.float32
+    with tg.autocast(device_type(device)):     # a new region casts afresh (the weight may have changed)
+        assert F.linear(x, w)._ctx.next_nodes[1] not in casts
+
+
+def test_backward_computes_in_the_dtypes_the_forward_chose(device):
+    x = tg.randn(3, 4, device=device, requires_grad=True)
+    w = tg.randn(5, 4, device=device, requires_grad=True)
+    with tg.autocast(device_type(device), dtype=tg.bfloat16):
+        hidden = F.linear(x, w)
+        loss = hidden.float().square().sum()
+        # backward inside the region: the product's backward still runs in bfloat16, not cast again
+        (grad_hidden,) = tg.grad(loss, [hidden], retain_graph=True)
+        loss.backward()
+    assert grad_hidden.dtype == tg.bfloat16
+    assert x.grad.dtype == tg.float32 and w.grad.dtype == tg.float32
+    reference = (2 * x.detach().numpy() @ w.detach().numpy().T) @ w.detach().numpy()
+    assert np.allclose(x.grad.numpy(), reference, rtol=0.05, atol=0.05 * np.abs(reference).max())
+
+
+# ----------------------------------------------------------------------------- a GPT under autocast
+def _tiny_gpt(device):
+    tg.manual_seed(3)
+    return GPT(GPTConfig(block_size=8, vocab_size=32, n_layer=2, n_head=2, n_embd=16, dropout=0.0)).to(device)
+
+
+@pytest.mark.parametrize("low", HALF, ids=HALF_IDS)
+def test_a_gpt_under_autocast_stays_near_float32_and_keeps_float32_parameters(device, low):
+    rng = np.random.default_rng(0)
+    x = tg.tensor(rng.integers(0, 32, (3, 8)), device=device)
+    y = tg.tensor(rng.integers(0, 32, (3, 8)), device=device)
+    model = _tiny_gpt(device)
+    _, loss32 = model(x, y)
+    loss32.backward()
+    grads32 = {name: p.grad.numpy() for name, p in model.named_parameters()}
+    model.zero_grad()
+    with tg.autocast(device_type(device), dtype=low):
+        logits, loss = model(x, y)
+    loss.backward()
+    assert logits.dtype == low and loss.dtype == tg.float32
+    # 16-bit products carry a relative error of about 2^-8 (bfloat16) or 2^-11 (float16) per rounding;
+    # a few roundings deep, the loss of a 2-layer model stays within a few times that
+    assert abs(loss.item() - loss32.item()) < {tg.bfloat16: 0.03, tg.float16: 0.005}[low]
+    for name, p in model.named_parameters():
+        assert p.dtype == tg.float32 and p.grad.dtype == tg.float32, name
+        ours, reference = p.grad.numpy(), grads32[name]
+        scale = np.abs(reference).max()
+        assert np.abs(ours - reference).max() <= {tg.bfloat16: 0.1, tg.float16: 0.02}[low] * scale + 1e-6, name

@@ -1,0 +1,180 @@
+"""Automatic mixed precision, as torch.autocast does it: ``with tg.autocast("cuda"):`` (also
+``tg.amp.autocast``).
+
+Inside the region each op casts its floating inputs according to the kind of op it is; the
+parameters themselves stay float32 (their casts are copies, made once per region):
+
+* **low precision**: the matrix products (``@``/matmul, F.linear, F.scaled_dot_product_attention)
+  run in the region's dtype, bfloat16 or float16: the tensor cores' formats, and where nearly all
+  of a transformer's FLOPs are. Their sums are float32 inside (cuBLAS; on the CPU a float32 product
+  rounded once);
+* **float32**: the ops that need float32's range or precision (softmax, log_softmax, cross_entropy,
+  nll_loss, mse_loss, binary_cross_entropy_with_logits, layer_norm, normalize, softplus, softmin,
+  sum, prod, cumsum, cumprod, exp, log, log2, log10, rsqrt, pow, tan, sinh, cosh, asin, acos, and a
+  number divided by a tensor) cast 16-bit inputs up, and return float32;
+* **everything else** (+, *, gelu, dropout, reshapes, ...) runs in the dtype of its inputs, with the
+  usual promotion: a float32 residual stream plus a bfloat16 branch is float32.
+
+These are PyTorch's CUDA autocast lists for the ops this library has, and they apply on every
+device (``"cuda"``, ``"cpu"``, ``"emu"``), so that the CPU rehearses what a GPU will compute.
+float64 tensors are never cast (as in PyTorch), and neither is anything outside a region.
+
+Where we differ from PyTorch:
+
+* PyTorch's CPU autocast has a shorter float32 list (it leaves softmax, layer_norm, sum, exp and
+  log in their input's dtype); we use the CUDA list on the CPU too. For a GPT the two agree: the
+  only float32-listed ops it meets are layer_norm, which gets the float32 residual stream anyway,
+  and cross_entropy, which both lists have.
+* cross_entropy does not make a float32 copy of the logits: our kernel reads 16-bit logits and
+  computes in float32, which gives PyTorch's numbers without a (batch x vocabulary) float32 array.
+* The float32 ops decide for themselves only: an op built from other ops (logsumexp, var, ...)
+  casts as its parts do, where PyTorch casts once for the whole op.
+* F.binary_cross_entropy is refused inside a float16 or bfloat16 region, as PyTorch refuses it.
+
+Backward passes run with autocast off, so each backward op computes in the dtypes its forward
+chose (``autograd.run_backward`` calls ``suspended()``); a parameter's gradient flows back through
+its cast and arrives float32. The casts of leaves that require grad (the parameters) are kept for
+the rest of the region (``cache_enabled``), so a weight used twice (tied, or in every step of an
+LSTM) is cast once; the cache empties when the outermost region ends, which is why a region
+should hold the forward pass and the loss, not the optimizer's step.
+
+This module holds the state and the casting rules; the ops call ``low_precision``, ``float32``
+and ``suspended``. It imports no tensors: the ops give it theirs.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .. import dtypes
+
+DEFAULT_DTYPE = {"cuda": dtypes.float16, "emu": dtypes.float16, "cpu": dtypes.bfloat16}   # PyTorch's defaults
+
+
+class _State:
+    dtype_by_device_type = {}     # "cuda" / "cpu" / "emu" -> the low dtype, while a region is on for it
+    depth = 0                     # how many autocast regions (enabled or not) are open
+    suspended = 0                 # > 0 while a backward runs: no casting at all
+    cache = {}                    # id(leaf) -> (leaf, its cast): the casts of parameters in this region
+
+
+def device_type(device: str) -> str:
+    """'cuda' for 'cuda:N', else the device itself ('cpu', 'emu')."""
+    return "cuda" if device.startswith("cuda") else device
+
+
+def region_open() -> bool:
+    """Is any autocast region open? (Every float32-listed op asks first: the common answer is no.)"""
+    return bool(_State.dtype_by_device_type)
+
+
+def region_dtype(device: str):
+    """The low dtype of the autocast region that covers tensors on `device` now, or None."""
+    if _State.suspended or not _State.dtype_by_device_type:
+        return None
+    return _State.dtype_by_device_type.get(device_type(device))
+
+
+def is_autocast_enabled(device_type: str = "cuda") -> bool:
+    return not _State.suspended and device_type in _State.dtype_by_device_type
+
+
+def get_autocast_dtype(device_type: str):
+    """The dtype autocast("device_type") casts to (its default when no region is open)."""
+    return _State.dtype_by_device_type.get(device_type, DEFAULT_DTYPE[device_type])
+
+
+class autocast:
+    """``with tg.autocast("cuda", dtype=tg.bfloat16):`` (PyTorch's signature; also a decorator).
+
+    device_type: "cuda", "cpu" or "emu" (the CUDA kernels on the CPU); dtype: float16 (default on
+    cuda and emu) or bfloat16 (default on cpu); enabled=False makes a region where nothing is cast
+    (inside an enabled one, too); cache_enabled: keep the parameters' casts for the region.
+    """
+
+    def __init__(self, device_type: str, dtype=None, enabled: bool = True, cache_enabled: bool = True):
+        if device_type not in DEFAULT_DTYPE:
+            raise ValueError(f"autocast: device_type must be 'cuda', 'cpu' or 'emu', got {device_type!r}")
+        dtype = DEFAULT_DTYPE[device_type] if dtype is None else np.dtype(dtype)
+        if enabled and not dtypes.is_half(dtype):
+            raise ValueError(f"autocast: dtype must be float16 or bfloat16, got {dtype}; for float32 leave "
+                             "autocast out (or pass enabled=False)")
+        self.device_type, self.dtype, self.enabled, self.cache_enabled = device_type, dtype, bool(enabled), cache_enabled
+        self._previous = []
+
+    def __enter__(self):
+        self._previous.append(_State.dtype_by_device_type.get(self.device_type))
+        if self.enabled:
+            _State.dtype_by_device_type[self.device_type] = self.dtype
+        else:
+            _State.dtype_by_device_type.pop(self.device_type, None)
+        _State.depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        previous = self._previous.pop()
+        if previous is None:
+            _State.dtype_by_device_type.pop(self.device_type, None)
+        else:
+            _State.dtype_by_device_type[self.device_type] = previous
+        _State.depth -= 1
+        if _State.depth == 0:               # the outermost region ends: its parameters' casts go
+            _State.cache.clear()
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with autocast(self.device_type, self.dtype, self.enabled, self.cache_enabled):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class suspended:
+    """No casting inside (backward passes; the parts of an op that already cast its inputs)."""
+
+    def __enter__(self):
+        _State.suspended += 1
+        return self
+
+    def __exit__(self, *exc):
+        _State.suspended -= 1
+        return False
+
+
+def _cast(t, dtype, cache: bool):
+    if t.dtype == dtype:
+        return t
+    if not (cache and t.requires_grad and t.is_leaf):
+        return t.to(dtype=dtype)
+    kept = _State.cache.get(id(t))
+    if kept is None or kept[0] is not t or kept[1].dtype != dtype:
+        kept = _State.cache[id(t)] = (t, t.to(dtype=dtype))     # the leaf is kept too: its id stays its own
+    return kept[1]
+
+
+def low_precision(*tensors):
+    """The inputs of a matrix product, cast to the region's dtype (float32 ones; float64 and
+    non-floating ones, and None, pass unchanged). Outside a region: the inputs as they are."""
+    if not _State.dtype_by_device_type:         # no region open: every op asks, so answer at once
+        return tensors
+    given = [t for t in tensors if t is not None]
+    dtype = region_dtype(given[0].device) if given else None
+    if dtype is None:
+        return tensors
+    return tuple(t if t is None or not _castable(t) else _cast(t, dtype, cache=True) for t in tensors)
+
+
+def float32(*tensors):
+    """The inputs of a float32-listed op, 16-bit floats cast up to float32 inside a region."""
+    if not _State.dtype_by_device_type:
+        return tensors
+    given = [t for t in tensors if t is not None]
+    if not given or region_dtype(given[0].device) is None:
+        return tensors
+    return tuple(t.to(dtype=dtypes.float32) if t is not None and dtypes.is_half(t.dtype) else t for t in tensors)
+
+
+def _castable(t) -> bool:
+    return dtypes.is_floating(t.dtype) and t.dtype != dtypes.float64
