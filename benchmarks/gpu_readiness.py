@@ -18,8 +18,12 @@ kernel-function lookups, and where each sync came from. The loss is read once, a
 last step, as a log line would (not counted). ``--dtype bfloat16`` or ``float16`` runs each
 step's forward under autocast, as ``train_charlm.py --dtype`` does; float16 adds the GradScaler,
 and its second step gets an overflow (an inf written into one gradient as backward finishes), so
-that the skipped step, decided on the device, is counted too. The last line is ``host syncs per step: N``,
-the most any step made. The GPU config's kernels run as their NumPy references there
+that the skipped step, decided on the device, is counted too. Under the table: the last step's
+launches and allocations by op (file and function) and by line, each counted where the op asked
+for it (a launch of our kernel at the fused op that ran it). The output ends with three lines a
+script can read: ``host syncs per step: N`` (the most any step made), ``launches per step: N`` and
+``allocations per step: N`` (the most any step after the first made, which also builds AdamW's
+state; of all the configs measured). The GPU config's kernels run as their NumPy references there
 (TINYGRAD_GPU_STANDIN_KERNELS=reference: the emulator would take minutes a step); the
 counts are the same either way. The stand-in is not a model of speed: time is not shown.
 
@@ -29,7 +33,9 @@ CuPy raise at any sync, and the table shows the step's time and the memory pool'
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -49,6 +55,7 @@ def parse_args(argv=None):
     parser.add_argument("--config", choices=("cpu", "gpu", "both"), default="both")
     parser.add_argument("--steps", type=int, default=3, help="training steps per config (default 3)")
     parser.add_argument("--real", action="store_true", help="use CuPy on a real GPU instead of the stand-in")
+    parser.add_argument("--top", type=int, default=12, help="ops and lines shown in each breakdown (default 12)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
                         help="what the step computes in (train_charlm.py's --dtype; default float32)")
     return parser.parse_args(argv)
@@ -84,14 +91,17 @@ def precision_for(model, dtype: str):
     return precision
 
 
-def measure_standin(config: dict, steps: int, dtype: str) -> int:
+def measure_standin(config: dict, steps: int, dtype: str, top: int) -> dict:
+    """The table's rows; then, of the last step, launches and allocations by op and by line. Returns the
+    most host syncs any step made, and the most launches and allocations of any step after the first
+    (the first also builds AdamW's state and looks the kernels up)."""
     from tinygrad_gpu.testing.cupy_standin import counters
     from tinygrad_gpu.train.loop import training_step
     model, optimizer, dataset, rng = build(config)
     precision = precision_for(model, dtype)
     print(f"{'step':>4} {'syncs':>6} {'to GPU':>10} {'to host':>8} {'launches (ours)':>16} {'allocations':>12} "
           f"{'lookups':>8}")
-    worst = 0
+    worst = {"host syncs": 0, "launches": 0, "allocations": 0}
     for step in range(steps):
         counters.reset()
         x, y = dataset.batch("train", config["batch_size"], rng)
@@ -101,9 +111,27 @@ def measure_standin(config: dict, steps: int, dtype: str) -> int:
               f"{c.launches:>9,} ({c.raw_launches:>3}) {c.allocations:>12,} {c.function_lookups:>8}")
         for site, n in c.sites.most_common():
             print(f"       sync x{n}: {site}")
-        worst = max(worst, c.host_syncs)
+        worst["host syncs"] = max(worst["host syncs"], c.host_syncs)
+        if step >= 1 or steps == 1:
+            worst["launches"] = max(worst["launches"], c.launches)
+            worst["allocations"] = max(worst["allocations"], c.allocations)
+        last = {"launches": c.launch_sites.copy(), "allocations": c.allocation_sites.copy()}   # before the read below
     print(f"loss after {steps} steps: {loss.item():.4f}" + scale_note(precision))
+    for what, sites in last.items():
+        print_breakdown(f"{what} of step {steps - 1}", sites, top)
     return worst
+
+
+def print_breakdown(title: str, sites, top: int) -> None:
+    """The `top` ops (file and function) and lines that made the most of `sites`' count."""
+    by_op = collections.Counter()
+    for site, n in sites.items():
+        by_op[re.sub(r":\d+ ", " ", site)] += n          # file:line (function) -> file (function)
+    total = sum(sites.values())
+    for label, counts in (("by op", by_op), ("by line", sites)):
+        print(f"{title}, {label} ({total} in all; the {top} largest):")
+        for site, n in counts.most_common(top):
+            print(f"  {n:>5}  {site}")
 
 
 def scale_note(precision) -> str:
@@ -111,7 +139,7 @@ def scale_note(precision) -> str:
     return "" if precision.scaler is None else f"; loss scale {precision.scaler.get_scale():g}"
 
 
-def measure_real(config: dict, steps: int, dtype: str) -> int:
+def measure_real(config: dict, steps: int, dtype: str) -> dict:
     import cupy
     import cupyx
     from tinygrad_gpu.train.loop import training_step
@@ -130,11 +158,11 @@ def measure_real(config: dict, steps: int, dtype: str) -> int:
             import traceback
             traceback.print_exc(limit=-4)
             print(f"{step:>4} {'>= 1':>6}")
-            return 1
+            return {"host syncs": 1}
         cupy.cuda.Device().synchronize()
         print(f"{step:>4} {syncs:>6} {1e3 * (time.perf_counter() - start):>9.1f} {pool.used_bytes() / 2**20:>9.1f}")
     print(f"loss after {steps} steps: {loss.item():.4f}" + scale_note(precision))
-    return 0
+    return {"host syncs": 0}
 
 
 def main(argv=None) -> int:
@@ -143,7 +171,7 @@ def main(argv=None) -> int:
         os.environ["TINYGRAD_GPU_CUPY"] = "standin"
     os.environ["TINYGRAD_GPU_CHECK_SPARE"] = "0"     # the test suite's check reads pointers on the host: not a step's
     names = ("cpu", "gpu") if args.config == "both" else (args.config,)
-    worst = 0
+    worst = {}
     for name in names:
         config = CONFIGS[name]
         if name == "gpu" and not args.real:
@@ -152,8 +180,11 @@ def main(argv=None) -> int:
               f"block {config['block_size']}, "
               f"batch {config['batch_size']}, dropout {config['dropout']}, {args.dtype} "
               f"({'real GPU' if args.real else 'CuPy stand-in'})")
-        worst = max(worst, (measure_real if args.real else measure_standin)(config, args.steps, args.dtype))
-    print(f"host syncs per step: {worst}")
+        measured = (measure_real(config, args.steps, args.dtype) if args.real else
+                    measure_standin(config, args.steps, args.dtype, args.top))
+        worst = {what: max(worst.get(what, 0), n) for what, n in measured.items()}
+    for what, n in worst.items():            # lines for a script: the most of all the configs measured
+        print(f"{what} per step: {n}")
     return 0
 
 

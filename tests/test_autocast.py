@@ -107,6 +107,16 @@ def test_products_run_low_and_the_float32_list_runs_float32(device, low):
     assert F.linear(x, w).dtype == tg.float32                # nothing is cast outside the region
 
 
+def test_convolutions_and_einsum_are_products_too(device):
+    image, kernel = tg.randn(1, 2, 5, 5, device=device), tg.randn(3, 2, 3, 3, device=device)
+    with tg.autocast(device_type(device), dtype=tg.bfloat16):
+        assert F.conv2d(image, kernel).dtype == tg.bfloat16
+        assert F.conv2d(image, kernel, tg.zeros(3, device=device)).dtype == tg.bfloat16    # a bias joins the cast
+        assert F.conv2d(F.conv2d(image, kernel, padding=1), tg.randn(4, 3, 1, 1, device=device)).dtype == tg.bfloat16
+        assert tg.einsum("ij,jk->ik", kernel[0, 0], kernel[1, 0]).dtype == tg.bfloat16
+        assert F.softplus(kernel.bfloat16()).dtype == tg.float32
+
+
 def test_attention_runs_low_under_autocast(device):
     q, k, v = (tg.randn(2, 2, 5, 4, device=device) for _ in range(3))
     with tg.autocast(device_type(device), dtype=tg.bfloat16):
@@ -161,6 +171,45 @@ def test_a_weight_used_twice_is_cast_once_and_gets_a_float32_gradient(device):
     assert w.grad.dtype == tg.float32
     with tg.autocast(device_type(device)):     # a new region casts afresh (the weight may have changed)
         assert F.linear(x, w)._ctx.next_nodes[1] not in casts
+
+
+def test_two_backwards_in_one_region_share_the_cast_and_add_up(device):
+    """The cached cast is one node in two graphs: each backward goes through it (it saves nothing)."""
+    x = tg.randn(3, 4, device=device)
+    w = tg.randn(5, 4, device=device, requires_grad=True)
+    with tg.autocast(device_type(device), dtype=tg.bfloat16):
+        for _ in range(2):                          # gradient accumulation written inside one region
+            F.linear(x, w).float().sum().backward()
+    once = tg.randn(5, 4, device=device, requires_grad=True)
+    once.data[...] = w.data
+    with tg.autocast(device_type(device), dtype=tg.bfloat16):
+        F.linear(x, once).float().sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), 2 * once.grad.numpy())
+
+
+def test_a_cast_made_under_no_grad_is_not_kept_and_cache_enabled_false_keeps_none(device):
+    from tinygrad_gpu.amp import autocast_mode
+    x = tg.randn(3, 4, device=device)
+    w = tg.randn(5, 4, device=device, requires_grad=True)
+    with tg.autocast(device_type(device)):
+        with tg.no_grad():
+            F.linear(x, w)                          # an evaluation first: its cast has no graph
+        F.linear(x, w).float().sum().backward()
+    assert w.grad is not None
+    with tg.autocast(device_type(device), cache_enabled=False):
+        first, second = F.linear(x, w), F.linear(x, w)
+        assert first._ctx.next_nodes[1] is not second._ctx.next_nodes[1] and not autocast_mode._State.cache
+
+
+def test_bfloat16_takes_the_floating_paths_of_the_ops():
+    values = tg.tensor([1.0, float("nan"), 0.5, 3.0]).bfloat16()
+    assert np.isnan(values.cummax(0).values.float().numpy()[1:]).all()           # nan propagates, as for floats
+    out = tg.zeros(2).bfloat16().scatter_reduce(0, tg.tensor([0, 0, 1, 1]), tg.tensor([1.0, 2.0, 5.0, 6.0]).bfloat16(),
+                                                "mean", include_self=False)
+    assert out.float().tolist() == [1.5, 5.5]                                     # a mean, not a floor division
+    top = tg.zeros(2).bfloat16().scatter_reduce(0, tg.tensor([0, 1]), tg.tensor([-1.0, 2.0]).bfloat16(), "amax",
+                                                include_self=False)
+    assert top.float().tolist() == [-1.0, 2.0]
 
 
 def test_backward_computes_in_the_dtypes_the_forward_chose(device):

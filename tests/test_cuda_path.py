@@ -157,3 +157,14 @@ def test_a_mixed_precision_step_never_waits_for_the_gpu(monkeypatch, dtype):
         assert precision.scaler.get_scale() == scale / 2
     else:
         assert not all(np.array_equal(a, b) for a, b in zip(before, after))
+
+
+@on_standin
+def test_the_default_dtype_follows_the_gpus_compute_capability(monkeypatch):
+    from tinygrad_gpu.train.config import ConfigError
+    from tinygrad_gpu.train.precision import choose
+    assert choose(None, "cuda") == "bfloat16" and choose("float32", "cuda") == "float32"    # 8.0: bfloat16
+    monkeypatch.setenv("TINYGRAD_GPU_STANDIN_CAPABILITY", "7.0")                          # a V100: float16
+    assert choose(None, "cuda") == "float16"
+    with pytest.raises(ConfigError, match="no bfloat16 tensor cores"):
+        choose("bfloat16", "cuda")

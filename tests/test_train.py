@@ -167,6 +167,13 @@ def test_a_half_precision_run_records_its_dtype_and_resumes_exactly(tmp_path, co
     rows = _metrics(resumed)
     assert _losses(rows) == _losses(_metrics(reference)) and {r["dtype"] for r in rows} == {dtype}
     assert rows[-1]["val_loss"] < rows[0]["val_loss"] - 0.5                # it learns
+    final, reference_final = (tg.load(os.path.join(folder, "ckpt.safetensors")) for folder in (resumed, reference))
+    # the scaler went on from the saved one (a fresh one would count 20 clean steps, not the whole run's)
+    assert final.get("grad_scaler") == reference_final.get("grad_scaler") and final["dtype"] == dtype
+    # resumed without --dtype, a run keeps the dtype it was saved in
+    kept = _run("train_charlm.py", *[a for a in common if a not in ("--dtype", dtype)], "--out-dir", resumed,
+                "--max-iters", "50", "--resume")
+    assert kept.returncode == 0 and f"computing in {dtype}" in kept.stdout, kept.stderr
 
 
 @pytest.mark.parametrize("args, message", [

@@ -94,8 +94,10 @@ class Function:
     # their kernels' launchers as a *_is_spare argument).
     grad_is_spare = False
     float_only = False            # set True when integer inputs must be computed as floats (division)
-    # Kept by release(): the graph's shape. input_dtypes is read only by viz.py, which draws a graph (even a used one).
-    _ENGINE_FIELDS = ("next_nodes", "input_meta", "input_dtypes", "needs_input_grad", "recording", "freed", "device")
+    # Kept by release(): the graph's shape. input_dtypes is read by viz.py, which draws a graph (even a used one),
+    # and by Cast's backward.
+    _ENGINE_FIELDS = ("next_nodes", "input_meta", "input_dtypes", "needs_input_grad", "recording", "freed", "device",
+                      "grad_is_spare")
 
     @classmethod
     def apply(cls, *inputs: Tensor, **options) -> Tensor:
@@ -144,11 +146,13 @@ class Function:
         return Tensor._wrap(self.out_data, getattr(self, "out_device", self.device), requires_grad=True, ctx=self)
 
     def release(self):
-        """Drop everything saved for backward; the node keeps only its place in the graph."""
-        for name in list(vars(self)):
-            if name not in self._ENGINE_FIELDS:
-                delattr(self, name)
-        self.freed = True
+        """Drop everything saved for backward; the node keeps only its place in the graph. A node that saved
+        nothing (an add, a cast) loses nothing by it, and a later backward may go through it again, as in
+        PyTorch."""
+        saved = [name for name in vars(self) if name not in self._ENGINE_FIELDS]
+        for name in saved:
+            delattr(self, name)
+        self.freed = self.freed or bool(saved)
 
     def __repr__(self):
         return f"<{type(self).__name__}Backward>"

@@ -4,7 +4,8 @@
 Inside the region each op casts its floating inputs according to the kind of op it is; the
 parameters themselves stay float32 (their casts are copies, made once per region):
 
-* **low precision**: the matrix products (``@``/matmul, F.linear, F.scaled_dot_product_attention)
+* **low precision**: the matrix products (``@``/matmul, F.linear, F.scaled_dot_product_attention,
+  F.conv2d and F.conv_transpose2d, einsum)
   run in the region's dtype, bfloat16 or float16: the tensor cores' formats, and where nearly all
   of a transformer's FLOPs are. Their sums are float32 inside (cuBLAS; on the CPU a float32 product
   rounded once);
@@ -54,6 +55,7 @@ DEFAULT_DTYPE = {"cuda": dtypes.float16, "emu": dtypes.float16, "cpu": dtypes.bf
 
 class _State:
     dtype_by_device_type = {}     # "cuda" / "cpu" / "emu" -> the low dtype, while a region is on for it
+    caching_by_device_type = {}   # the same -> the innermost region's cache_enabled
     depth = 0                     # how many autocast regions (enabled or not) are open
     suspended = 0                 # > 0 while a backward runs: no casting at all
     cache = {}                    # id(leaf) -> (leaf, its cast): the casts of parameters in this region
@@ -104,20 +106,23 @@ class autocast:
         self._previous = []
 
     def __enter__(self):
-        self._previous.append(_State.dtype_by_device_type.get(self.device_type))
+        kind = self.device_type
+        self._previous.append((_State.dtype_by_device_type.get(kind), _State.caching_by_device_type.get(kind)))
         if self.enabled:
-            _State.dtype_by_device_type[self.device_type] = self.dtype
+            _State.dtype_by_device_type[kind] = self.dtype
+            _State.caching_by_device_type[kind] = self.cache_enabled
         else:
-            _State.dtype_by_device_type.pop(self.device_type, None)
+            _State.dtype_by_device_type.pop(kind, None)
         _State.depth += 1
         return self
 
     def __exit__(self, *exc):
-        previous = self._previous.pop()
-        if previous is None:
+        dtype, caching = self._previous.pop()
+        if dtype is None:
             _State.dtype_by_device_type.pop(self.device_type, None)
         else:
-            _State.dtype_by_device_type[self.device_type] = previous
+            _State.dtype_by_device_type[self.device_type] = dtype
+            _State.caching_by_device_type[self.device_type] = caching
         _State.depth -= 1
         if _State.depth == 0:               # the outermost region ends: its parameters' casts go
             _State.cache.clear()
@@ -144,14 +149,21 @@ class suspended:
 
 
 def _cast(t, dtype, cache: bool):
+    """t in `dtype`. With `cache`, a leaf that requires grad (a parameter) is cast once per region: later uses
+    share the cast, and its node, whose backward can be gone through by each of their graphs
+    (elementwise.Cast). Only a cast that recorded its graph is kept: one made under no_grad would cut the
+    parameter off from every later use's graph."""
     if t.dtype == dtype:
         return t
     if not (cache and t.requires_grad and t.is_leaf):
         return t.to(dtype=dtype)
     kept = _State.cache.get(id(t))
-    if kept is None or kept[0] is not t or kept[1].dtype != dtype:
-        kept = _State.cache[id(t)] = (t, t.to(dtype=dtype))     # the leaf is kept too: its id stays its own
-    return kept[1]
+    if kept is not None and kept[0] is t and kept[1].dtype == dtype:
+        return kept[1]
+    cast = t.to(dtype=dtype)
+    if cast.requires_grad:                  # recorded: grad mode was on
+        _State.cache[id(t)] = (t, cast)     # the leaf is kept too, so that its id stays its own
+    return cast
 
 
 def low_precision(*tensors):
@@ -163,7 +175,8 @@ def low_precision(*tensors):
     dtype = region_dtype(given[0].device) if given else None
     if dtype is None:
         return tensors
-    return tuple(t if t is None or not _castable(t) else _cast(t, dtype, cache=True) for t in tensors)
+    cache = _State.caching_by_device_type.get(device_type(given[0].device), True)
+    return tuple(t if t is None or not _castable(t) else _cast(t, dtype, cache) for t in tensors)
 
 
 def float32(*tensors):

@@ -133,7 +133,7 @@ def all_reduce(tensor, op: ReduceOp = ReduceOp.SUM, async_op: bool = False):
     group = _the_group("all_reduce")
     if not isinstance(op, ReduceOp):
         raise TypeError(f"all_reduce: op must be a tg.distributed.ReduceOp (SUM, AVG, MAX, MIN), got {op!r}")
-    if op is ReduceOp.AVG and tensor.dtype.kind != "f":
+    if op is ReduceOp.AVG and not tensor.is_floating_point():
         raise TypeError(f"all_reduce: ReduceOp.AVG needs a floating-point tensor, got {tensor.dtype}; use SUM "
                         "and divide, or convert with .float()")
     group.check(tensor, "all_reduce")

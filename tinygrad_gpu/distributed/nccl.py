@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from .. import device as devices
+from .. import dtypes
 from .mpi import MPIGroup
 
 
@@ -72,10 +73,10 @@ class NCCLGroup(MPIGroup):
     def _type(self, array, caller: str) -> int:
         name = {np.float16: "NCCL_FLOAT16", np.float32: "NCCL_FLOAT32", np.float64: "NCCL_FLOAT64",
                 np.int32: "NCCL_INT32", np.int64: "NCCL_INT64", np.uint8: "NCCL_UINT8",
-                np.int8: "NCCL_INT8"}.get(array.dtype.type)
-        if name is None:
+                np.int8: "NCCL_INT8", dtypes.bfloat16.type: "NCCL_BFLOAT16"}.get(array.dtype.type)
+        if name is None or not hasattr(self.nccl, name):
             raise TypeError(f"{caller}: NCCL has no type for {array.dtype} (rank {self.rank}); convert the tensor "
-                            "(bool, float16/32/64, int8, uint8, int32 and int64 work)")
+                            "(bool, float16/32/64, bfloat16, int8, uint8, int32 and int64 work)")
         return getattr(self.nccl, name)
 
 

@@ -30,7 +30,7 @@ def silu(input: Tensor) -> Tensor:
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta x)) / beta; x itself where beta x > threshold."""
-    return Softplus.apply(input._floating(), beta=beta, threshold=threshold)
+    return Softplus.apply(input._floating()._in_float32(), beta=beta, threshold=threshold)   # autocast: float32
 
 
 def logsigmoid(input: Tensor) -> Tensor:

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import device as devices
 from .. import dtypes
+from ..amp import autocast_mode
 from ..tensor import Function, Tensor
 
 
@@ -183,6 +184,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding
     As matrices: weights (groups, out / groups, C / groups * kh * kw) @ patches (N, groups, same, OH * OW).
     """
     op = "conv2d"
+    input, weight, bias = autocast_mode.low_precision(input, weight, bias)      # a product: low precision
     x, unbatched = _batched(op, input)
     _check_float_and_same_dtype(op, x, weight, bias)
     groups = _check_groups(groups)
@@ -230,6 +232,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=
     to the same H.
     """
     op = "conv_transpose2d"
+    input, weight, bias = autocast_mode.low_precision(input, weight, bias)
     x, unbatched = _batched(op, input)
     _check_float_and_same_dtype(op, x, weight, bias)
     groups = _check_groups(groups)

@@ -148,14 +148,15 @@ class Clone(Function):
 
 
 class Cast(Function):
-    """x.to(dtype): the gradient is cast back to the input's dtype."""
+    """x.to(dtype): the gradient is cast back to the input's dtype. It keeps nothing but what the engine
+    keeps of every node (the input's dtype among it), so a backward can go through it again: autocast
+    hands one cast of a parameter to every use of it in a region, each in a graph of its own."""
 
     def forward(ctx, x, dtype):
-        ctx.input_dtype = x.dtype
         return x.data.astype(dtype)
 
     def backward(ctx, grad):
-        return grad.to(dtype=ctx.input_dtype)
+        return grad.to(dtype=ctx.input_dtypes[0])
 
 
 # ----------------------------------------------------------------------------- unary math

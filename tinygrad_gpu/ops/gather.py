@@ -119,7 +119,7 @@ def _identity(reduce: str, dtype):
         return 0
     if reduce == "prod":
         return 1
-    if dtype.kind == "f":
+    if dtypes.is_floating(dtype):
         return -np.inf if reduce == "amax" else np.inf
     if dtype.kind == "b":
         return reduce == "amin"
@@ -167,7 +167,7 @@ class ScatterReduce(Function):
             xp.add.at(counts, positions, xp.ones(index.shape, dtype=out.dtype))
             ctx.counts = xp.maximum(counts, 1)       # a place nothing was sent to keeps x's value (or 0)
             # integer means round down, as PyTorch's do
-            out = out / ctx.counts if out.dtype.kind == "f" else out // ctx.counts
+            out = out / ctx.counts if dtypes.is_floating(out.dtype) else out // ctx.counts
         return out
 
     def backward(ctx, grad):

@@ -158,7 +158,9 @@ class Einsum(Function):
     def forward(ctx, *operands, inputs, output):
         ctx.save_for_backward(*operands)
         ctx.input_letters, ctx.output_letters = inputs, output      # (ctx.output is the forward's result)
-        return ctx.xp.einsum(",".join(inputs) + "->" + output, *(x.data for x in operands))
+        dtype = operands[0].dtype
+        data = [x.data.astype(dtypes.accumulator(dtype), copy=False) for x in operands]   # 16-bit: float32 sums
+        return ctx.xp.einsum(",".join(inputs) + "->" + output, *data).astype(dtype, copy=False)
 
     def backward(ctx, grad):
         operands = ctx.saved_tensors
@@ -234,6 +236,7 @@ def einsum(equation: str, *operands) -> Tensor:
         operands = tuple(operands[0])
     if not operands:
         raise RuntimeError("einsum: needs at least one operand")
+    operands = autocast_mode.low_precision(*operands)            # products, as PyTorch's (through bmm)
     inputs, output = _parse_equation(equation, operands)
     sizes = {}
     for term, x in zip(inputs, operands):

@@ -16,7 +16,7 @@ Floating-point division by zero gives inf or nan instead, as in PyTorch.
 """
 from __future__ import annotations
 
-from .. import deferred_checks
+from .. import deferred_checks, dtypes
 from .. import device as devices
 from .elementwise import _Binary, zero_gradient
 from ..tensor import Function, Tensor
@@ -128,7 +128,7 @@ class TruncDivide(_RoundedDivide):
 
     def forward(ctx, a, b):
         xp, divisor = ctx.xp, _divisor(ctx, ctx.name, a, b)
-        if a.dtype.kind == "f":
+        if dtypes.is_floating(a.dtype):
             return xp.trunc(a.data / divisor)
         # Integers: the floor quotient is one too low where the division is inexact and the true
         # quotient negative (the only case where floor and trunc differ). Adding a bool keeps the dtype.

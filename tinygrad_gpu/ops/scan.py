@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import device as devices
+from .. import dtypes
 from ..tensor import Function, Tensor, is_grad_enabled
 from .gather import Gather
 from .reduce import ValuesIndices, along_one_dim
@@ -130,7 +131,7 @@ def _extreme_so_far(xp, values, kind):
     def combine(earlier, later):
         (value_before, index_before), (value, index) = earlier, later
         take_later = better(value, value_before)
-        if values.dtype.kind == "f":
+        if dtypes.is_floating(values.dtype):
             take_later = xp.isnan(value) | (take_later & ~xp.isnan(value_before))
         return xp.where(take_later, value, value_before), xp.where(take_later, index, index_before)
     return combine

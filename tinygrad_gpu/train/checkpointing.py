@@ -26,9 +26,10 @@ class CheckpointError(ConfigError):
 
 
 def save(path: str, model, optimizer, iter_num: int, tokenizer, settings: dict, config: TrainConfig,
-         data_rng, rank_states: list = None, scaler=None) -> None:
+         data_rng, rank_states: list = None, precision=None) -> None:
     """`rank_states`: every rank's rng_state() under mpiexec (the data stream is alike on all ranks);
-    `scaler`: a float16 run's GradScaler, whose scale and growth tracker a resumed run continues from."""
+    `precision`: the run's dtype (precision.py), and a float16 run's GradScaler, whose scale and growth
+    tracker a resumed run continues from."""
     rank_states = rank_states or [rng_state()]
     rng = {"data": data_rng.bit_generator.state, **rank_states[0]}
     if len(rank_states) > 1:
@@ -37,7 +38,8 @@ def save(path: str, model, optimizer, iter_num: int, tokenizer, settings: dict, 
         "model": model.state_dict(), "optimizer": optimizer.state_dict(), "iter": iter_num,
         "tokenizer": tokenizer.describe(), "model_settings": settings, "config": config.flags(),
         "rng": rng, "world_size": len(rank_states),
-        **({"grad_scaler": scaler.state_dict()} if scaler is not None else {}),
+        **({"dtype": precision.name} if precision is not None else {}),
+        **({"grad_scaler": precision.scaler.state_dict()} if precision is not None and precision.scaler else {}),
     }, path)
 
 

@@ -57,7 +57,8 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
         random.manual_seed(config.seed + ranks.rank)
     freeze(model, config)
     optimizer = model.configure_optimizers(config.weight_decay, config.lr, (config.beta1, config.beta2))
-    precision = Precision.for_run(config.dtype, device)     # --dtype: autocast, and float16's GradScaler
+    # --dtype: autocast, and float16's GradScaler; a resumed run keeps the dtype it was saved in unless told otherwise
+    precision = Precision.for_run(config.dtype or (saved.get("dtype") if config.resume else None), device)
     data_rng = np.random.default_rng(config.seed)       # alike on every rank: all draw the same windows
     if ranks.is_main:
         os.makedirs(config.out_dir, exist_ok=True)
@@ -97,7 +98,7 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
         rank_states = ranks.gather(checkpointing.rng_state())      # every rank's dropout stream
         if ranks.is_main:
             checkpointing.save(os.path.join(config.out_dir, checkpointing.CHECKPOINT_NAME), model, optimizer,
-                               iter_num, dataset.tokenizer, settings, config, data_rng, rank_states, precision.scaler)
+                               iter_num, dataset.tokenizer, settings, config, data_rng, rank_states, precision)
         watch.saved_at = iter_num
 
     # Overflows show up as an inf or nan loss, which the watch reports: NumPy's warnings would only repeat it.

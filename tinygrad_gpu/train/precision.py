@@ -31,18 +31,31 @@ def gpu_capability(device: str) -> tuple:
     return properties["major"], properties["minor"]
 
 
+def cupy_holds_bfloat16() -> bool:
+    """Can CuPy make a bfloat16 array? CuPy 14 with ml_dtypes and NumPy 2.1.2 or later can; CuPy 13 cannot."""
+    try:
+        devices.cupy().empty(0, dtypes.bfloat16)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
 def choose(name, device: str) -> str:
     """The dtype a run on `device` computes in: `name` (--dtype) when given, else the default above."""
     if name is not None and name not in CHOICES:
         raise ConfigError(f"--dtype must be one of {', '.join(CHOICES)}, got {name!r}")
     if not devices.is_cuda(device):
         return name or "float32"
-    has_bfloat16 = gpu_capability(device) >= (8, 0)
-    if name == "bfloat16" and not has_bfloat16:
-        major, minor = gpu_capability(device)
+    major, minor = gpu_capability(device)
+    if name == "bfloat16" and (major, minor) < (8, 0):
         raise ConfigError(f"--dtype bfloat16: {device} (compute capability {major}.{minor}) has no bfloat16 tensor "
                           "cores (8.0 and up have them); use --dtype float16, which scales the loss, or float32")
-    return name or ("bfloat16" if has_bfloat16 else "float16")
+    if name in (None, "bfloat16") and (major, minor) >= (8, 0) and not cupy_holds_bfloat16():
+        if name:
+            raise ConfigError("--dtype bfloat16: this CuPy cannot hold bfloat16 arrays (CuPy 14 with NumPy 2.1.2 or "
+                              "later can: pip install -e '.[gpu]'); use --dtype float16")
+        return "float16"            # the GPU has bfloat16, this CuPy does not: float16 with a scaler
+    return name or ("bfloat16" if (major, minor) >= (8, 0) else "float16")
 
 
 @dataclasses.dataclass

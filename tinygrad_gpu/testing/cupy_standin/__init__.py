@@ -134,11 +134,7 @@ def __getattr__(name):
         def made(*args, **kwargs):
             if syncs:
                 counters.sync(f"{name}() (output size depends on the data)")
-            launches = counters.launches
-            result = compute(found, *args, may_be_view=may_be_view, **kwargs)
-            if name in _api.UNINITIALISED:
-                counters.launches = launches
-            return result
+            return compute(found, *args, may_be_view=may_be_view, kernel=name not in _api.UNINITIALISED, **kwargs)
         made.__name__ = name
     globals()[name] = made
     return made

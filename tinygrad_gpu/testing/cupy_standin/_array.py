@@ -99,15 +99,15 @@ def wrap(result, roots=()):
     return result
 
 
-def compute(function, *args, may_be_view=False, **kwargs):
+def compute(function, *args, may_be_view=False, kernel=True, **kwargs):
     """Run a NumPy function on unwrapped arguments and wrap what it returns. It counts as a kernel
-    launch unless it only made a view (reshape, transpose, a slice)."""
+    launch unless it only made a view (reshape, transpose, a slice) or runs none (`kernel`: empty())."""
     roots = []
     args, kwargs = unwrap(args, roots), unwrap(kwargs, roots)
     allocations = counters.allocations
     result = wrap(function(*args, **kwargs), roots)
-    if not may_be_view or counters.allocations > allocations:
-        counters.launches += 1
+    if kernel and (not may_be_view or counters.allocations > allocations):
+        counters.launched()
     return result
 
 
@@ -308,7 +308,7 @@ class ndarray:
             counters.bytes_to_device += value.nbytes
         else:
             value = unwrap(value)
-        counters.launches += 1
+        counters.launched()
         self._a[index] = value
 
     # --- any other method CuPy's ndarray has runs NumPy's
@@ -333,7 +333,7 @@ class ndarray:
         return compute(np.ndarray.reshape, self, *shape, order=order, may_be_view=True)
 
     def fill(self, value):
-        counters.launches += 1
+        counters.launched()
         self._a.fill(unwrap(value))
 
 

@@ -4,7 +4,11 @@ A host sync is any moment the CPU must wait for the GPU's results: reading a val
 (``.item()``, ``float()``, ``int()``, ``bool()``), copying back (``.get()``, ``asnumpy``),
 and the ops whose result size depends on the data (boolean masks, ``nonzero``).
 ``sites`` says where each sync came from (the first frame outside the stand-in), which is
-how a test or the readiness benchmark points at the line to change.
+how a test or the readiness benchmark points at the line to change. ``launch_sites`` and
+``allocation_sites`` say the same of every launch and allocation, by the op that asked: the first
+frame outside the stand-in and the kernels' plumbing (``kernels/``, ``device.py``), as
+``file:line (function)``, so that a launch of our GELU kernel is counted at the fused op that
+ran it, not at the launcher.
 """
 from __future__ import annotations
 
@@ -26,6 +30,8 @@ class Counters:
     allocations: int = 0         # new device arrays (views are not allocations)
     function_lookups: int = 0    # RawModule.get_function calls (each a driver call on a GPU)
     sites: collections.Counter = field(default_factory=collections.Counter)            # where each sync came from
+    launch_sites: collections.Counter = field(default_factory=collections.Counter)     # which op launched each kernel
+    allocation_sites: collections.Counter = field(default_factory=collections.Counter)  # which op allocated each array
     allocated_dtypes: collections.Counter = field(default_factory=collections.Counter)  # allocations by dtype name
 
     def reset(self) -> None:
@@ -38,10 +44,33 @@ class Counters:
     def allocated(self, dtype) -> None:
         self.allocations += 1
         self.allocated_dtypes[dtype.name] += 1
+        self.allocation_sites[_op_site()] += 1
+
+    def launched(self, ours: bool = False) -> None:
+        self.launches += 1
+        self.raw_launches += ours
+        self.launch_sites[_op_site()] += 1
 
     def sync(self, why: str) -> None:
         self.host_syncs += 1
         self.sites[f"{why} at {_caller()}"] += 1
+
+
+_PLUMBING = (os.path.join("tinygrad_gpu", "kernels") + os.sep, os.path.join("tinygrad_gpu", "device.py"))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))      # the folder that holds tinygrad_gpu/
+
+
+def _op_site() -> str:
+    """file:line (function) of the first frame outside the stand-in and the kernels' plumbing."""
+    frame = sys._getframe(2)
+    while frame is not None and (os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _HERE or
+                                 any(p in frame.f_code.co_filename for p in _PLUMBING)):
+        frame = frame.f_back
+    if frame is None:
+        return "?"
+    path = os.path.abspath(frame.f_code.co_filename)
+    shown = os.path.relpath(path, _ROOT) if path.startswith(_ROOT + os.sep) else path
+    return f"{shown}:{frame.f_lineno} ({frame.f_code.co_name})"
 
 
 def _caller() -> str:

@@ -50,8 +50,7 @@ class RawKernel:
                                 "the kernel gets the C type it declares")
             else:
                 arrays.append(a)
-        counters.launches += 1
-        counters.raw_launches += 1
+        counters.launched(ours=True)
         if os.environ.get("TINYGRAD_GPU_STANDIN_KERNELS", "emulate") == "reference":
             from . import kernel_references              # fast, for big runs: kernel_references.py says why
             self.module._built().check(self.name, grid, block, arrays, shared_mem)     # the launch a GPU takes
