@@ -99,6 +99,7 @@ def measure_standin(config: dict, steps: int, dtype: str, top: int) -> dict:
     from tinygrad_gpu.train.loop import training_step
     model, optimizer, dataset, rng = build(config)
     precision = precision_for(model, dtype)
+    counters.track_sites = True                 # each launch and allocation counted at the op that asked
     print(f"{'step':>4} {'syncs':>6} {'to GPU':>10} {'to host':>8} {'launches (ours)':>16} {'allocations':>12} "
           f"{'lookups':>8}")
     worst = {"host syncs": 0, "launches": 0, "allocations": 0}

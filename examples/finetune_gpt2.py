@@ -26,6 +26,7 @@ from tinygrad_gpu.nn import GPT, lora  # noqa: E402
 from tinygrad_gpu.optim.lr_scheduler import warmup_cosine  # noqa: E402
 from tinygrad_gpu.tokenizers import GPT2Tokenizer  # noqa: E402
 from tinygrad_gpu.train import compute, one_line_errors, precision  # noqa: E402
+from tinygrad_gpu.train.energy import EnergyMeter, kwh as energy_kwh  # noqa: E402
 from tinygrad_gpu.train.loop import estimate_loss, training_step  # noqa: E402
 from tinygrad_gpu.train.reporting import cost_line, run_totals  # noqa: E402
 
@@ -86,6 +87,7 @@ def main(argv=None) -> dict:
 
     before = estimate_loss(model, dataset, args, precision=run_precision)
     print(f"iter 0: train {before['train']:.4f}, val {before['val']:.4f}")
+    meter = EnergyMeter(device)                 # NVML on a GPU, RAPL on a Linux CPU, else nothing
     start = time.perf_counter()
     for iter_num in range(1, args.max_iters + 1):
         for group in optimizer.param_groups:
@@ -103,8 +105,9 @@ def main(argv=None) -> dict:
     # What the run cost, counted as every training run counts it (6N + 12LCT per token, even for LoRA,
     # which skips the frozen weights' gradients: the usual accounting, so MFUs compare)
     peak, _ = compute.peak_flops(device, run_precision.low_dtype or model.transformer.wte.weight.dtype)
+    joules = meter.joules()
     totals = run_totals(args.max_iters * args.batch_size * block_size, model.flops_per_token(), seconds, peak,
-                        args.price_per_hour)
+                        args.price_per_hour, None if joules is None else energy_kwh(joules))
     print(cost_line(totals, args.price_per_hour))
 
     adapter = lora.lora_state_dict(model) if args.lora_rank else None

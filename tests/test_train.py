@@ -61,8 +61,10 @@ def test_smoke_run_writes_metrics_checkpoint_and_samples(tmp_path, corpus, model
     assert result.returncode == 0, result.stderr
     rows = _metrics(out)
     assert [r["iter"] for r in rows] == [0, 10, 20, 30]
-    assert set(rows[0]) == {"iter", "train_loss", "val_loss", "lr", "tokens_per_sec", "world_size", "dtype",
-                            "elapsed_s", "flops", "tflops_per_sec", "mfu"}   # cost fields only with --price-per-hour
+    # cost fields only with --price-per-hour; energy fields where a counter measures (RAPL, NVML) or with --watts
+    assert set(rows[0]) - {"energy_kwh", "energy_source"} == {"iter", "train_loss", "val_loss", "lr", "tokens_per_sec",
+                                                               "world_size", "dtype", "elapsed_s", "flops",
+                                                               "tflops_per_sec", "mfu"}
     # the default: float32 on the cpu, bfloat16 on a GPU of compute capability 8.0 (the stand-in's, in the cuda pass)
     assert rows[0]["dtype"] == ("bfloat16" if tg.cuda_available() else "float32")
     assert rows[-1]["train_loss"] < rows[0]["train_loss"] - 0.3, rows

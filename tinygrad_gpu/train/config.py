@@ -79,6 +79,11 @@ class TrainConfig:
                          "memory, cpu) or nccl (GPUs)", choices=("mpi", "nccl"), shown="nccl on cuda, else mpi")
     price_per_hour: float = _flag(None, "devices", "what an hour of this machine costs, in dollars: adds the cost "
                                   "so far to metrics.jsonl and to the run's last line", shown="no cost shown")
+    watts: float = _flag(None, "devices", "the machine's power draw, in watts: an estimate of the run's energy where "
+                         "no counter measures it (NVML on NVIDIA GPUs, RAPL on Linux CPUs), marked as estimated",
+                         shown="measured where the hardware can, else none")
+    grid_gco2_per_kwh: float = _flag(None, "devices", "the grid's carbon intensity, in grams of CO2 per kWh: adds "
+                                     "the run's CO2 to its last line", shown="no CO2 shown")
     # The flags given on the command line (parse_args fills it): the architecture flags among them
     # must agree with a checkpoint that is loaded.
     given: tuple = dataclasses.field(default=(), metadata=dict(group=None))
@@ -109,8 +114,9 @@ def validate(config: TrainConfig) -> str:
                  "num_samples", "sample_tokens"):
         if getattr(config, name) < 0:
             raise ConfigError(f"{flag(name)} must not be negative, got {getattr(config, name)}")
-    if config.price_per_hour is not None and config.price_per_hour < 0:
-        raise ConfigError(f"--price-per-hour must not be negative, got {config.price_per_hour}")
+    for name in ("price_per_hour", "watts", "grid_gco2_per_kwh"):
+        if getattr(config, name) is not None and getattr(config, name) < 0:
+            raise ConfigError(f"{flag(name)} must not be negative, got {getattr(config, name)}")
     for name in ("lr_decay_iters", "gradient_accumulation_steps"):
         if getattr(config, name) is not None and getattr(config, name) <= 0:
             raise ConfigError(f"{flag(name)} must be positive, got {getattr(config, name)}")

@@ -28,6 +28,7 @@ from ..tokenizers import Tokenizer
 from . import checkpointing, compute
 from .config import TrainConfig, build_model, freeze, validate
 from .divergence import DivergenceWatch
+from .energy import EnergyMeter
 from .precision import Precision
 from .ranks import Ranks
 from .reporting import Report
@@ -88,8 +89,13 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
     log(f"computing in {precision.name}" + (" (autocast; parameters and optimizer state in float32" +
                                             (", loss scaled by a GradScaler)" if precision.scaler else ")")
                                             if precision.low_dtype is not None else ""))
+    meter = EnergyMeter(device, config.watts) if ranks.is_main else None      # energy.py: NVML, RAPL or --watts
+    if meter is not None and meter.source and ranks.world_size > 1 and not meter.estimated:
+        meter.source += f" of rank 0 alone, 1 of {ranks.world_size} processes"
+    if meter is not None:
+        log(f"energy: {meter.source or 'not measured here (give --watts W for an estimate)'}")
     report = Report(config, iter_num, tokens_per_step, flops_per_token, peak, ranks.world_size, ranks.is_main,
-                    precision.name)
+                    precision.name, meter)
     watch = DivergenceWatch(config)
     decay_iters = config.lr_decay_iters or config.max_iters
 

@@ -11,6 +11,8 @@ import os
 import sys
 import time
 
+from . import energy
+
 METRICS_NAME = "metrics.jsonl"
 
 
@@ -22,9 +24,9 @@ class Report:
     shows and writes anything; the others keep the same rows, to agree on what is left to do."""
 
     def __init__(self, config, iter_num: int, tokens_per_step: int, flops_per_token: int, peak_flops: float = None,
-                 world_size: int = 1, main: bool = True, dtype: str = "float32"):
+                 world_size: int = 1, main: bool = True, dtype: str = "float32", meter=None):
         self.path, self.main, self.world_size = os.path.join(config.out_dir, METRICS_NAME), main, world_size
-        self.dtype = dtype
+        self.dtype, self.meter, self.grid = dtype, meter, getattr(config, "grid_gco2_per_kwh", None)
         if config.resume:       # the rows written after the checkpoint are about to be redone
             self.metrics = _read_metrics(self.path, iter_num)
             if main:
@@ -38,6 +40,8 @@ class Report:
         self.flops_per_token, self.peak_flops, self.price_per_hour = flops_per_token, peak_flops, config.price_per_hour
         self.progress = _progress_bar(config, iter_num) if main else _Silent()
         self.start = time.time() - (self.metrics[-1]["elapsed_s"] if self.metrics else 0.0)
+        # The energy of the runs this one resumes, to which this run's meter adds (energy.py)
+        self.energy_before = (self.metrics[-1].get("energy_kwh") or 0.0) if self.metrics else 0.0
         self.interval_start, self.interval_steps = time.time(), 0
         self.shown_at, self.shown_iter = time.time(), iter_num
 
@@ -50,12 +54,22 @@ class Report:
                "flops": iter_num * self.tokens_per_step * self.flops_per_token,
                "tflops_per_sec": _significant(tokens_per_sec * self.flops_per_token / 1e12),
                "mfu": self._mfu(tokens_per_sec * self.flops_per_token)}
-        return {**row, **self._cost(iter_num, row["elapsed_s"])}
+        return {**row, **self._energy(), **self._cost(iter_num, row["elapsed_s"])}
+
+    def energy_kwh(self):
+        """The energy of the whole run so far (resumed runs included), or None where nothing measures it."""
+        joules = None if self.meter is None else self.meter.joules()
+        return None if joules is None else round(self.energy_before + energy.kwh(joules), 9)
+
+    def _energy(self) -> dict:
+        used = self.energy_kwh()
+        return {} if used is None else {"energy_kwh": used, "energy_source": self.meter.source}
 
     def totals(self, iter_num: int) -> dict:
         """The whole run's figures, those of the runs it resumes included (run_totals)."""
         return run_totals(iter_num * self.tokens_per_step, self.flops_per_token, self.elapsed(), self.peak_flops,
-                          self.price_per_hour)
+                          self.price_per_hour, self.energy_kwh(), self.meter is not None and self.meter.estimated,
+                          self.grid)
 
     def _mfu(self, flops_per_sec: float):
         return None if self.peak_flops is None else _significant(flops_per_sec / self.peak_flops)
@@ -106,13 +120,20 @@ class Report:
 
 
 def run_totals(tokens: int, flops_per_token: float, elapsed_s: float, peak_flops: float = None,
-               price_per_hour: float = None) -> dict:
+               price_per_hour: float = None, energy_kwh: float = None, energy_estimated: bool = False,
+               grid_gco2_per_kwh: float = None) -> dict:
     """A run's figures, for cost_line: tokens and FLOPs trained, seconds, the MFU over those seconds
-    (evaluations included: the time the machine was paid for, as the cost is), and the cost."""
+    (evaluations included: the time the machine was paid for, as the cost is), the cost, and the energy
+    (None where nothing measured or estimated it) with its CO2 at the grid's intensity."""
     flops = tokens * flops_per_token
     mfu = None if peak_flops is None else _significant(flops / max(elapsed_s, 1e-9) / peak_flops)
-    return {"tokens": tokens, "flops": flops, "elapsed_s": elapsed_s, "mfu": mfu,
-            **_cost(tokens, elapsed_s, price_per_hour)}
+    totals = {"tokens": tokens, "flops": flops, "elapsed_s": elapsed_s, "mfu": mfu,
+              **_cost(tokens, elapsed_s, price_per_hour)}
+    if energy_kwh is not None:
+        totals.update(energy_kwh=energy_kwh, energy_estimated=energy_estimated)
+        if grid_gco2_per_kwh is not None:
+            totals.update(co2_g=_significant(energy_kwh * grid_gco2_per_kwh), grid_gco2_per_kwh=grid_gco2_per_kwh)
+    return totals
 
 
 def _cost(tokens: int, elapsed_s: float, price_per_hour: float = None) -> dict:
@@ -139,6 +160,10 @@ def cost_line(totals: dict, price_per_hour: float = None) -> str:
         cost = totals["cost"]
         parts.append(f"${cost:.2f} at ${price_per_hour:.2f}/h" if cost >= 0.01 else         # cents, or what
                      f"${cost:.2g} at ${price_per_hour:.2f}/h")                             # a tiny run cost
+    if totals.get("energy_kwh") is not None:
+        parts.append(f"{totals['energy_kwh']:.3g} kWh" + (" (estimated)" if totals["energy_estimated"] else ""))
+        if "co2_g" in totals:
+            parts.append(f"{totals['co2_g']:.3g} g CO2 at {totals['grid_gco2_per_kwh']:g} g/kWh")
     return ", ".join(parts)
 
 

@@ -4,8 +4,10 @@ A host sync is any moment the CPU must wait for the GPU's results: reading a val
 (``.item()``, ``float()``, ``int()``, ``bool()``), copying back (``.get()``, ``asnumpy``),
 and the ops whose result size depends on the data (boolean masks, ``nonzero``).
 ``sites`` says where each sync came from (the first frame outside the stand-in), which is
-how a test or the readiness benchmark points at the line to change. ``launch_sites`` and
-``allocation_sites`` say the same of every launch and allocation, by the op that asked: the first
+how a test or the readiness benchmark points at the line to change. With ``track_sites`` on
+(gpu_readiness.py turns it on; it costs the stand-in about a quarter of its time per op, so the test
+suite leaves it off), ``launch_sites`` and ``allocation_sites`` say the same of every launch and
+allocation, by the op that asked: the first
 frame outside the stand-in and the kernels' plumbing (``kernels/``, ``device.py``), as
 ``file:line (function)``, so that a launch of our GELU kernel is counted at the fused op that
 ran it, not at the launcher.
@@ -41,15 +43,19 @@ class Counters:
     def snapshot(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.type != "collections.Counter"}
 
+    track_sites = False          # a setting, not a count: reset() leaves it
+
     def allocated(self, dtype) -> None:
         self.allocations += 1
         self.allocated_dtypes[dtype.name] += 1
-        self.allocation_sites[_op_site()] += 1
+        if self.track_sites:
+            self.allocation_sites[_op_site()] += 1
 
     def launched(self, ours: bool = False) -> None:
         self.launches += 1
         self.raw_launches += ours
-        self.launch_sites[_op_site()] += 1
+        if self.track_sites:
+            self.launch_sites[_op_site()] += 1
 
     def sync(self, why: str) -> None:
         self.host_syncs += 1
@@ -61,16 +67,26 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))      # the fold
 
 
 def _op_site() -> str:
-    """file:line (function) of the first frame outside the stand-in and the kernels' plumbing."""
+    """file:line (function) of the first frame outside the stand-in and the kernels' plumbing. Asked at every
+    launch and allocation, so what it learns of each code object is kept (abspath asks the OS each time)."""
     frame = sys._getframe(2)
-    while frame is not None and (os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _HERE or
-                                 any(p in frame.f_code.co_filename for p in _PLUMBING)):
+    while frame is not None and _code_place(frame.f_code)[0]:
         frame = frame.f_back
     if frame is None:
         return "?"
-    path = os.path.abspath(frame.f_code.co_filename)
-    shown = os.path.relpath(path, _ROOT) if path.startswith(_ROOT + os.sep) else path
-    return f"{shown}:{frame.f_lineno} ({frame.f_code.co_name})"
+    return f"{_code_place(frame.f_code)[1]}:{frame.f_lineno} ({frame.f_code.co_name})"
+
+
+_places = {}       # code object -> (inside the stand-in or the plumbing?, its file as shown)
+
+
+def _code_place(code) -> tuple:
+    place = _places.get(code)
+    if place is None:
+        path = os.path.abspath(code.co_filename)
+        inside = os.path.dirname(path) == _HERE or any(p in path for p in _PLUMBING)
+        place = _places[code] = (inside, os.path.relpath(path, _ROOT) if path.startswith(_ROOT + os.sep) else path)
+    return place
 
 
 def _caller() -> str:
