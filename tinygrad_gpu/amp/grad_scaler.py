@@ -57,6 +57,7 @@ import numpy as np
 from .. import device as devices
 from .. import dtypes, kernels
 from ..tensor import Tensor
+from .autocast_mode import device_type
 
 
 class OptState(Enum):
@@ -68,10 +69,6 @@ class OptState(Enum):
 
 def _refresh_per_optimizer_state() -> dict:
     return {"stage": OptState.READY, "found_inf_per_device": {}}
-
-
-def _device_type(device: str) -> str:
-    return "cuda" if devices.is_cuda(device) else device
 
 
 class GradScaler:
@@ -90,7 +87,7 @@ class GradScaler:
             warnings.warn(f"GradScaler is enabled, but CUDA is not available ({devices.cuda_problem()}). "
                           "Disabling.", stacklevel=2)
             self._enabled = False
-        self._device = _device_type(devices.canonical(name) if self._enabled else name)
+        self._device = device_type(devices.canonical(name) if self._enabled else name)
         if self._enabled:
             if growth_factor <= 1.0:
                 raise AssertionError("The growth factor must be > 1.0.")
@@ -222,7 +219,7 @@ class GradScaler:
                     scale.data.fill(new_scale)
             else:
                 reason = "new_scale should be a float or a 1-element tensor with requires_grad=False."
-                if not isinstance(new_scale, Tensor) or _device_type(new_scale.device) != self._device:
+                if not isinstance(new_scale, Tensor) or device_type(new_scale.device) != self._device:
                     raise AssertionError(reason)
                 if new_scale.numel() != 1 or new_scale.requires_grad:
                     raise AssertionError(reason)

@@ -206,5 +206,5 @@ def contiguous(xp, array, dtype=None):
 def working_dtype(dtype):
     """What a reference computes in: float16 and bfloat16 data in float32, as the kernels do (squares
     and sums of float16 values overflow at 65504, and bfloat16 keeps 8 significant bits of a sum);
-    float32 and float64 as they are."""
-    return dtypes.float32 if dtypes.is_half(dtype) else np.promote_types(dtype, np.float32)
+    float32 and float64 as they are. (ml_dtypes teaches NumPy that bfloat16 with float32 is float32.)"""
+    return np.promote_types(dtype, np.float32)
