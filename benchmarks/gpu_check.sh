@@ -47,7 +47,8 @@ echo
 echo "=== summary (logs in $logs)"
 printf '%s\n' "${summary[@]}"
 for name in tests cudapass; do echo "$name: $(grep -h -E "passed|failed|error" "$logs/$name.log" | tail -1)"; done
-grep -h -E "^(==|host syncs per step)" "$logs/readiness.log" "$logs/readyhalf.log"
+grep -h -E "^(==|step +syncs +host ms| +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+\*? +(host|GPU)|host syncs per step)" \
+    "$logs/readiness.log" "$logs/readyhalf.log"          # each step's host and GPU time, and which bounds it
 grep -h -E "^(GPT|engine|ours|torch)" "$logs/precision.log"
 grep -h -E "^(nccl: |step time|.*(MISMATCH|FAILED|skipped: ))" "$logs/nccl.log"
 "$py" - "$logs/step.json" <<'EOF'

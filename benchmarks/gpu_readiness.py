@@ -27,8 +27,16 @@ state; of all the configs measured). The GPU config's kernels run as their NumPy
 (TINYGRAD_GPU_STANDIN_KERNELS=reference: the emulator would take minutes a step); the
 counts are the same either way. The stand-in is not a model of speed: time is not shown.
 
+Then what the last step costs on paper: the FLOPs of its matrix products (2 M N K each, ours inside
+the attention kernels too), the bytes of the arrays each launch is given (each counted once: a lower
+bound on its memory traffic), and the H200 time they project from NVIDIA's datasheet (each launch the
+slower of its FLOPs at the peak and its bytes at HBM's bandwidth, one after another), against the host's
+time to issue the launches (CuPy's measured cost per kernel plus ours per op). The larger bounds the step.
+
 With --real, on a GPU: each step runs under ``cupyx.allow_synchronize(False)``, which makes
-CuPy raise at any sync, and the table shows the step's time and the memory pool's growth.
+CuPy raise at any sync, and the table shows the same two bounds measured: the host's time to issue the
+step, the GPU's time to run it (CUDA events, the step queued behind a spinning kernel so that its
+kernels run back to back), which of them bounds the step, and the memory pool.
 """
 from __future__ import annotations
 
@@ -117,10 +125,50 @@ def measure_standin(config: dict, steps: int, dtype: str, top: int) -> dict:
             worst["launches"] = max(worst["launches"], c.launches)
             worst["allocations"] = max(worst["allocations"], c.allocations)
         last = {"launches": c.launch_sites.copy(), "allocations": c.allocation_sites.copy()}   # before the read below
+        costs = list(c.launch_costs)
     print(f"loss after {steps} steps: {loss.item():.4f}" + scale_note(precision))
     for what, sites in last.items():
         print_breakdown(f"{what} of step {steps - 1}", sites, top)
+    print_cost_on_paper(f"step {steps - 1}", costs, dtype)
     return worst
+
+
+# What a step costs on paper. The GPU's figures are NVIDIA's H200 SXM datasheet (dense: no sparsity); the
+# host's are CuPy's measured cost of issuing one elementwise kernel (CuPy PRs #3298 and #7265: about 11 us of
+# CPU; a reduction costs more, near 28 us, and our RawKernel launches somewhat less) and our engine's own cost
+# per op on top (about 4 us, benchmarks/ops.py), each launch taken as one op of ours.
+H200_PEAK_FLOPS = {"bfloat16": 989e12, "float16": 989e12, "tf32": 494e12, "float32": 67e12}
+H200_HBM_BYTES_PER_S = 4.8e12
+CUPY_SECONDS_PER_LAUNCH, ENGINE_SECONDS_PER_OP = 11e-6, 4e-6
+
+
+def projected_gpu_seconds(costs, peak_flops: float) -> float:
+    """Each launch takes the longer of its products at the peak and its bytes at HBM's bandwidth; the launches
+    run one after another. No launch is given a floor (a real kernel takes a few microseconds however small, and
+    reaches neither peak), so this is a lower bound."""
+    return sum(max(flops / peak_flops, nbytes / H200_HBM_BYTES_PER_S) for _, flops, nbytes in costs)
+
+
+def print_cost_on_paper(title: str, costs, dtype: str) -> None:
+    """FLOPs and bytes of the step's launches, the H200 time they project, against the host's time to issue them."""
+    launches, flops, nbytes = len(costs), sum(c[1] for c in costs), sum(c[2] for c in costs)
+    products = sum(1 for c in costs if c[1])
+    host = launches * (CUPY_SECONDS_PER_LAUNCH + ENGINE_SECONDS_PER_OP)
+    peaks = ("bfloat16",) if dtype != "float32" else ("float32", "tf32")    # float32 products: TF32 if allowed
+    gpu = {name: projected_gpu_seconds(costs, H200_PEAK_FLOPS[name]) for name in peaks}
+    print(f"what {title} costs on paper (H200 SXM datasheet: {H200_PEAK_FLOPS['bfloat16'] / 1e12:.0f} TFLOP/s "
+          f"bfloat16, {H200_PEAK_FLOPS['tf32'] / 1e12:.0f} TF32, {H200_PEAK_FLOPS['float32'] / 1e12:.0f} float32, "
+          f"{H200_HBM_BYTES_PER_S / 1e12:.1f} TB/s HBM; dense):")
+    print(f"  products: {flops / 1e9:.2f} GFLOP in {products} launches; arrays read and written: "
+          f"{nbytes / 1e9:.2f} GB by {launches} launches ({nbytes / max(1, launches) / 1e6:.2f} MB a launch)")
+    for name, seconds in gpu.items():
+        print(f"  GPU, products at the {name} peak, each launch bound by the slower of FLOPs and bytes: "
+              f"{1e3 * seconds:.2f} ms (a lower bound)")
+    print(f"  host: {launches} launches x ({CUPY_SECONDS_PER_LAUNCH * 1e6:.0f} us CuPy's + "
+          f"{ENGINE_SECONDS_PER_OP * 1e6:.0f} us ours) = {1e3 * host:.2f} ms")
+    fastest = min(gpu.values())
+    print(f"  bound by: {'the host' if host > fastest else 'the GPU'} ({1e3 * host:.2f} ms host against "
+          f"{1e3 * fastest:.2f} ms GPU)")
 
 
 def print_breakdown(title: str, sites, top: int) -> None:
@@ -140,16 +188,36 @@ def scale_note(precision) -> str:
     return "" if precision.scaler is None else f"; loss scale {precision.scaler.get_scale():g}"
 
 
+# One thread that waits on the GPU's nanosecond timer: the queue in front of it fills while it runs.
+SPIN = r'''
+extern "C" __global__ void spin(unsigned long long nanoseconds) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < nanoseconds);
+}
+'''
+
+
 def measure_real(config: dict, steps: int, dtype: str) -> dict:
     import cupy
+    import numpy as np
     import cupyx
     from tinygrad_gpu.train.loop import training_step
     model, optimizer, dataset, rng = build(config)
     precision = precision_for(model, dtype)
     pool = cupy.get_default_memory_pool()
-    print(f"{'step':>4} {'syncs':>6} {'ms':>9} {'pool MB':>9}")
+    # host ms: until training_step returns, which (no sync) is the host's time to issue the step. GPU ms: the
+    # GPU's own time for it, from CUDA events around the step, issued while a spinning kernel holds the GPU (a
+    # quarter of a second), so the step's kernels are all queued when the GPU reaches them and run back to back
+    # (a * marks a step whose issue outlasted the spin: its GPU ms then includes waits for the host). The larger
+    # of the two bounds the step: the measured form of the stand-in's cost on paper.
+    spin = cupy.RawKernel(SPIN, "spin")
+    print(f"{'step':>4} {'syncs':>6} {'host ms':>9} {'GPU ms':>9} {'bound by':>9} {'pool MB':>9}")
     for step in range(steps):
         cupy.cuda.Device().synchronize()
+        begin, end = cupy.cuda.Event(), cupy.cuda.Event()
+        spin((1,), (1,), (np.uint64(250_000_000),))
+        begin.record()
         start, syncs = time.perf_counter(), 0
         x, y = dataset.batch("train", config["batch_size"], rng)
         try:
@@ -160,8 +228,13 @@ def measure_real(config: dict, steps: int, dtype: str) -> dict:
             traceback.print_exc(limit=-4)
             print(f"{step:>4} {'>= 1':>6}")
             return {"host syncs": 1}
-        cupy.cuda.Device().synchronize()
-        print(f"{step:>4} {syncs:>6} {1e3 * (time.perf_counter() - start):>9.1f} {pool.used_bytes() / 2**20:>9.1f}")
+        host = time.perf_counter() - start
+        outlasted = begin.done                   # the spin ended before the host had issued everything
+        end.record()
+        end.synchronize()
+        gpu = cupy.cuda.get_elapsed_time(begin, end) / 1e3
+        print(f"{step:>4} {syncs:>6} {1e3 * host:>9.2f} {1e3 * gpu:>8.2f}{'*' if outlasted else ' '} "
+              f"{'host' if host >= gpu else 'GPU':>9} {pool.used_bytes() / 2**20:>9.1f}")
     print(f"loss after {steps} steps: {loss.item():.4f}" + scale_note(precision))
     return {"host syncs": 0}
 

@@ -4,7 +4,10 @@
     python benchmarks/kernels.py --device emu --small --repeat 1    # the same table on the emulator
 
 The composition is the kernel's NumPy reference run on CuPy arrays: the sequence of array
-operations (max, subtract, exp, sum, ...) that the one kernel replaces.  Both get the same
+operations (max, subtract, exp, sum, ...) that the one kernel replaces. Two rows compare with the plain
+version that stays beside a kernel instead: the tiled causal attention against the array library's
+products and our causal softmax (the scores in memory; on a GPU the faster of the two is the one to keep),
+and AdamW over all of a GPT's parameters in one launch against one launch per parameter.  Both get the same
 inputs at the sizes of a small GPT training step; the table shows the median time and the
 achieved memory bandwidth, counting the bytes a perfect implementation must move (every
 input read once, every output written once; the composition's temporaries cost it extra,
@@ -29,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))      # run from 
 
 from tinygrad_gpu import device as devices  # noqa: E402
 from tinygrad_gpu import dtypes  # noqa: E402
-from tinygrad_gpu.kernels import (adamw, causal_softmax, cross_entropy, embedding_backward, gelu,  # noqa: E402
-                                  layernorm)
+from tinygrad_gpu.kernels import (adamw, causal_attention, causal_softmax, cross_entropy,  # noqa: E402
+                                  embedding_backward, gelu, layernorm, multi_tensor)
+from tinygrad_gpu.ops.linalg import product  # noqa: E402
 
 
 # The kernels with 16-bit entry points run in float32 and in bfloat16: (dtype, row name's tag, bytes per data
@@ -97,7 +101,51 @@ def cases(xp, device, small):
                 ("causal softmax bwd" + tag, shape, 3 * e * math.prod(shape),
                  lambda p=probs, dp=dp: causal_softmax.backward(p, dp, 0.125, device),
                  lambda p=probs, dp=dp: causal_softmax.reference_backward(p, dp, 0.125))]
+    out += attention_cases(normal, device, small)
+    out += multi_tensor_cases(normal, device, small)
     return out
+
+
+def attention_cases(normal, device, small):
+    """The tiled causal attention against the plain version it stands beside (the array library's products
+    and our causal softmax kernel, with the T x T scores in memory): the issue's choice, made on a GPU."""
+    B, H, T, E = (2, 2, 33, 16) if small else (64, 6, 256, 64)
+    out = []
+    for dtype, tag, e in PRECISIONS:
+        q, k, v, dy = (normal(B, H, T, E, dtype=dtype) for _ in range(4))
+        y, lse = causal_attention.forward(q, k, v, 0.125, device)
+        probs = causal_softmax.forward(product(q, k.swapaxes(-1, -2)), 0.125, device)
+
+        def plain_forward(q=q, k=k, v=v):
+            return product(causal_softmax.forward(product(q, k.swapaxes(-1, -2)), 0.125, device), v)
+
+        def plain_backward(q=q, k=k, v=v, dy=dy, probs=probs):
+            ds = causal_softmax.backward(probs, product(dy, v.swapaxes(-1, -2)), 0.125, device)
+            return product(ds, k), product(ds.swapaxes(-1, -2), q), product(probs.swapaxes(-1, -2), dy)
+        qkv = 3 * e * B * H * T * E
+        out += [("causal attention fwd" + tag, (B, H, T, E), qkv + e * B * H * T * E + 4 * B * H * T,
+                 lambda q=q, k=k, v=v: causal_attention.forward(q, k, v, 0.125, device), plain_forward),
+                ("causal attention bwd" + tag, (B, H, T, E), 2 * qkv + 2 * e * B * H * T * E + 4 * B * H * T,
+                 lambda q=q, k=k, v=v, y=y, lse=lse, dy=dy: causal_attention.backward(q, k, v, y, lse, dy, 0.125,
+                                                                                      device),
+                 plain_backward)]
+    return out
+
+
+def multi_tensor_cases(normal, device, small):
+    """AdamW over a GPT's 39 parameters in one launch against one launch per parameter (adamw.cu)."""
+    C = 48 if small else 384
+    shapes = [(65, C), (256, C)] + [(C,), (3 * C, C), (C, C), (C,), (4 * C, C), (C, 4 * C)] * 6 + [(C,)]
+    params, grads = [normal(*s) for s in shapes], [normal(*s) for s in shapes]
+    moments = [[normal(*s) * 0 for s in shapes] for _ in range(2)]
+    n = sum(math.prod(s) for s in shapes)
+
+    def per_tensor():
+        for p, g, m, v in zip(params, grads, *moments):
+            adamw.adamw_update(p, g, m, v, 1e-3, 0.9, 0.99, 1e-8, 0.1, 10, device)
+    return [(f"adamw, {len(shapes)} tensors at once", (n,), 28 * n,
+             lambda: multi_tensor.adamw_update(params, grads, *moments, 1e-3, 0.9, 0.99, 1e-8, 0.1, 10, device),
+             per_tensor)]
 
 
 def median_seconds(fn, device, repeat):

@@ -303,3 +303,52 @@ def test_a_non_finite_output_leaves_the_other_gradients_alone():
         y.exp().sum().backward()
     np.testing.assert_allclose(y.grad.numpy(), [np.inf, np.e], rtol=1e-6)
 
+
+
+class _DoublesAndAddsWhatWaits(Function):
+    """2x, whose backward adds the gradient already waiting for x into its own (take_gradient_so_far)."""
+    taken = []
+
+    def forward(ctx, x):
+        return x.data * 2
+
+    def backward(ctx, grad):
+        so_far = ctx.take_gradient_so_far(0)
+        type(ctx).taken.append(None if so_far is None else so_far.numpy().copy())
+        mine = grad * 2
+        return mine if so_far is None else mine + so_far
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_a_backward_may_take_the_gradient_waiting_for_its_input(create_graph):
+    """y = sum(2x * x): the product's backward runs first and sends 2x to x, which waits when the doubling's
+    backward runs; that one is handed 2x and returns its own 2 * x plus it. The engine has nothing left to add:
+    4x in all. Recorded (create_graph), nothing is handed over and the engine adds."""
+    _DoublesAndAddsWhatWaits.taken = []
+    x = tg.Tensor([1.0, -2.0], requires_grad=True)
+    y = (_DoublesAndAddsWhatWaits.apply(x) * x).sum()
+    (gx,) = tg.grad(y, [x], create_graph=create_graph)
+    np.testing.assert_allclose(gx.numpy(), [4.0, -8.0])
+    taken = _DoublesAndAddsWhatWaits.taken
+    assert len(taken) == 1 and (taken[0] is None) == create_graph
+    if not create_graph:
+        np.testing.assert_allclose(taken[0], [2.0, -4.0])
+
+
+def test_nothing_is_taken_when_nothing_waits():
+    _DoublesAndAddsWhatWaits.taken = []
+    x = tg.Tensor([1.0, 2.0], requires_grad=True)
+    _DoublesAndAddsWhatWaits.apply(x).sum().backward()
+    assert _DoublesAndAddsWhatWaits.taken == [None]
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+
+
+def test_the_implied_gradient_of_a_scalar_is_never_handed_out_to_be_changed():
+    """backward() of a single-element output starts from a 1 made once per device: tg.grad of the output
+    itself gets a copy of it, so changing that copy cannot change the next backward."""
+    x = tg.tensor(3.0, requires_grad=True)
+    y = x * 2
+    (gy,) = tg.grad(y, [y])
+    gy.data[...] = 5.0
+    (gx,) = tg.grad(x * 2, [x])
+    assert gx.item() == 2.0

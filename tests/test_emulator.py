@@ -358,3 +358,47 @@ def test_the_three_2_byte_array_types_are_told_apart(half_module):
     with pytest.raises(TypeError, match="argument 1: expected an array of u2.*got dtype float16"):
         half_module.launch("copy_bits", 1, 32, [np.zeros(n, np.uint16), np.zeros(n, np.float16), np.int32(n)])
     half_module.launch("copy_bits", 1, 32, [np.arange(n, dtype=np.uint16), np.zeros(n, np.uint16), np.int32(n)])
+
+
+# ----------------------------------------------------------------------------- structs passed by value
+STRUCT_SOURCE = r"""
+// A table of arrays as one by-value argument (as kernels/multi_tensor.cu passes its tensor tables):
+// out[i] = sum of x[k][i] * weight[k] over the table's count arrays.
+struct Table {
+    float* x[3];
+    float weight[3];
+    long long n;                // at 40, after 4 bytes of padding: what align=True reproduces
+    int count;
+};
+extern "C" __global__ void weighted_sum(const Table table, float* out) {
+    for (long long i = threadIdx.x; i < table.n; i += blockDim.x) {
+        float total = 0.0f;
+        for (int k = 0; k < table.count; ++k) total += table.x[k][i] * table.weight[k];
+        out[i] = total;
+    }
+}
+"""
+TABLE = np.dtype({"names": ["x", "weight", "n", "count"], "formats": [("u8", 3), ("f4", 3), "i8", "i4"]},
+                 align=True)
+
+
+def test_a_struct_passes_by_value():
+    module = emulator.compile_source(STRUCT_SOURCE, "test_emulator_struct.cu")
+    assert module.signature("weighted_sum") == [f"s{TABLE.itemsize}", "pf4"] and TABLE.itemsize == 56
+    x = [np.random.default_rng(k).standard_normal(50).astype(np.float32) for k in range(2)]
+    table = np.zeros((), TABLE)
+    table["x"][:2] = [a.ctypes.data for a in x]
+    table["weight"] = [0.5, -2.0, 99.0]
+    table["count"], table["n"] = 2, 50
+    out = np.zeros(50, np.float32)
+    module.launch("weighted_sum", 1, 32, [table[()], out])
+    np.testing.assert_array_equal(out, x[0] * np.float32(0.5) + x[1] * np.float32(-2.0))
+
+
+def test_a_struct_of_another_size_is_refused():
+    module = emulator.compile_source(STRUCT_SOURCE, "test_emulator_struct.cu")
+    unaligned = np.dtype({"names": ["x", "weight", "n", "count"], "formats": [("u8", 3), ("f4", 3), "i8", "i4"]})
+    with pytest.raises(TypeError, match=r"argument 0: the kernel takes a struct of 56 bytes, got .* of 48 bytes"):
+        module.launch("weighted_sum", 1, 32, [np.zeros((), unaligned)[()], np.zeros(50, np.float32)])
+    with pytest.raises(TypeError, match=r"argument 0: the kernel takes s56"):
+        module.launch("weighted_sum", 1, 32, [np.int64(0), np.zeros(50, np.float32)])

@@ -34,9 +34,9 @@ def test_tiny_gpt_trains_the_same_on_emu_and_cpu(monkeypatch):
         launch(device, filename, kernel, *args, **options)
     monkeypatch.setattr(runtime, "launch", recording_launch)
     emu_losses, emu_weights = train("emu")
-    assert {"cross_entropy_forward", "cross_entropy_backward", "layernorm_forward", "layernorm_backward",
-            "layernorm_backward_params", "gelu_forward", "gelu_backward", "causal_softmax_forward",
-            "causal_softmax_backward", "embedding_backward"} <= launched
+    assert {"cross_entropy_forward", "cross_entropy_backward", "layernorm_forward", "layernorm_backward_fused",
+            "gelu_forward", "gelu_backward", "causal_attention_forward",
+            "causal_attention_backward_dq", "causal_attention_backward_dkdv", "embedding_backward"} <= launched
     np.testing.assert_allclose(emu_losses, cpu_losses, rtol=1e-5)
     assert cpu_losses[-1] < cpu_losses[0] - 0.1                 # it learns the batch
     for name, weight in cpu_weights.items():

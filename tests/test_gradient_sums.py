@@ -77,8 +77,12 @@ def test_a_gpt_training_step_keeps_every_promise(monkeypatch):
         loss.backward()
         tg.optim.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-    assert {linalg.Linear, fused.LayerNormRows, fused.GeluTanh, fused.CausalAttention, fused.CrossEntropyRows,
+    assert {linalg.Linear, fused.LayerNormRows, fused.GeluTanh, fused.CrossEntropyRows,
             fused.EmbeddingLookup} <= checked
+    # the attention: GPT's q, k, v cut from one projection go in packed where the tiled kernels run (emu, cuda)
+    assert checked & {fused.CausalAttention, fused.PackedCausalAttention}
+    if idx.device != "cpu":                     # dropout's own kernel, on emu and cuda
+        assert fused.Dropout in checked
 
 
 # ----------------------------------------------------------------------------- GradientSums itself

@@ -339,3 +339,22 @@ def test_a_gpu_without_the_16_bit_headers_runs_float32_and_says_how_to_get_them(
         runtime.launch("cuda:0", "gelu.cu", "gelu_forward_bf16", (1,), (32,), [])
     assert built[-1] == (*runtime.CUDA_OPTIONS, runtime.HALF_OPTION)
     runtime.launch("cuda:0", "gelu.cu", "gelu_backward", (1,), (32,), [])       # float32 still runs
+
+
+@on_kernel_devices
+@by_storage_dtype
+def test_layernorm_backward_adds_the_gradient_from_elsewhere_as_it_writes_dx(device, dtype):
+    """dx_add: the kernel stores dx + dx_add, its float32 dx plus the other gradient, rounded once; in float32
+    that is its own dx plus dx_add to the bit. LayerNormRows hands it the residual stream's gradient."""
+    rng = np.random.default_rng(5)
+    x, dout, dx_add = (float32(rng, (7, 37)).astype(dtype) for _ in range(3))
+    weight = float32(rng, 37).astype(dtype)
+    _, mean, rstd = layernorm.forward(*on(device, x, weight), None, 1e-5, device)
+    alone = back(layernorm.backward(*on(device, x, weight, mean, rstd, dout), False, device)[0])[0]
+    summed = back(layernorm.backward(*on(device, x, weight, mean, rstd, dout), False, device,
+                                     dx_add=on(device, dx_add)[0])[0])[0]
+    if dtype == dtypes.float32:
+        np.testing.assert_array_equal(summed, alone + dx_add)
+    else:
+        # alone was rounded once more than the kernel's float32 dx: one step of it, and one of the sum
+        assert_close(summed, wide(alone) + wide(dx_add), rounding(alone) + rounding(summed))

@@ -19,7 +19,8 @@ import pytest
 from tinygrad_gpu.kernels import runtime
 
 KERNEL_FILES = ["adamw.cu", "causal_softmax.cu", "cross_entropy.cu", "embedding_backward.cu", "gelu.cu",
-                "grad_scaler.cu", "layernorm.cu", "philox.cu"]         # block_reduce.h is pasted into the files that include it
+                "grad_scaler.cu", "layernorm.cu", "philox.cu",
+                "dropout.cu", "causal_attention.cu", "multi_tensor.cu", "index_check.cu"]         # the .h files are pasted into the files that include them
 ARCHS = ["80", "90"]
 
 

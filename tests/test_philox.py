@@ -85,3 +85,13 @@ def test_statistics_are_roughly_right():
     assert abs(z.mean()) < 0.03 and abs(z.std() - 1) < 0.03
     assert abs((np.abs(z) < 1).mean() - 0.6827) < 0.015           # one sigma holds 68.27%
     assert np.histogram(u, bins=10, range=(0, 1))[0].min() > 9_000   # no empty or thin tenth
+
+
+@pytest.mark.skipif(not devices.cuda_available(), reason="needs the cuda device (a GPU or the stand-in)")
+def test_cuda_and_cuda0_draw_from_one_stream():
+    """Tensors live on 'cuda:0'; a draw asked for on 'cuda' must move the same stream on, not a second one."""
+    from tinygrad_gpu import random
+    random.manual_seed(1)
+    assert random.generator("cuda") is random.generator("cuda:0")
+    random.set_cuda_rng_state_all({"cuda": {"seed": 5, "offset": 7}})
+    assert random.generator("cuda:0").state == {"seed": 5, "offset": 7}

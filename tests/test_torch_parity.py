@@ -141,7 +141,11 @@ def test_gpt_ten_adamw_steps_match_pytorch(bias):
             # equally, and softmax ignores that), so both sides see rounding noise that Adam blows up
             # into steps of about lr with arbitrary signs: compare the query and value biases only.
             a, b = np.concatenate([a[:C], a[2 * C:]]), np.concatenate([b[:C], b[2 * C:]])
-        assert report(f"  after 10 steps {name}", a, b)[1] < 1e-4, name
+        # 2e-4: Adam's m / sqrt(v) turns the float32 noise of a near-zero gradient into a step of about lr,
+        # and on cuda the fused kernels add in other orders than PyTorch (the tiled attention over tiles,
+        # layer norm's column sums by groups of rows, the clip norm by blocks): 1.0e-4 was seen there, 7.5e-5
+        # before those kernels. A wrong gradient shows at 1e-2 and more.
+        assert report(f"  after 10 steps {name}", a, b)[1] < 2e-4, name
 
 
 # ----------------------------------------------------------------------------- optimizers step for step

@@ -48,12 +48,12 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
     by the id of their node.
     """
     retain_graph = create_graph if retain_graph is None else retain_graph
-    sums = GradientSums(recorded=create_graph)
+    wanted = None if inputs is None else {id(t._node()) for t in inputs}
+    sums = GradientSums(recorded=create_graph, wanted=wanted)
     roots = [out._node() for out in outputs]
     for node, grad in zip(roots, _root_gradients(outputs, grad_outputs)):
         sums.add(node, grad)
     order = _topological_order(roots)
-    wanted = None if inputs is None else {id(t._node()) for t in inputs}
     needed = None if inputs is None else _nodes_leading_to(wanted, order)
     captured = {}
     _queued_callbacks.append([])
@@ -76,8 +76,8 @@ def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, in
                 grad, spare = sums.pop(node)                    # (a slice's gradient is made full-size here)
                 if grad is None:
                     continue
-                if wanted is not None and id(node) in wanted:
-                    captured[id(node)], spare = grad, False    # the caller's array from now on
+                if wanted is not None and id(node) in wanted:              # the caller's array from now on:
+                    captured[id(node)], spare = grad.clone() if _is_one(grad) else grad, False   # not our 1
                 if isinstance(node, Tensor):                    # a leaf
                     if into_leaves:
                         _accumulate_into_leaf(node, grad, spare, create_graph)
@@ -87,7 +87,7 @@ def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, in
                     continue
                 if needed is not None and id(node) not in needed:
                     continue
-                input_grads = _call_backward(node, grad, spare, create_graph)
+                input_grads = _call_backward(node, grad, spare, create_graph, sums)
                 if not retain_graph:
                     node.release()
                 for child, shape, child_grad in zip(node.next_nodes, node.input_meta, input_grads):
@@ -132,7 +132,7 @@ def queue_callback(callback) -> None:
     _queued_callbacks[-1].append(callback)
 
 
-def _call_backward(node, grad: Tensor, spare: bool, create_graph: bool) -> tuple:
+def _call_backward(node, grad: Tensor, spare: bool, create_graph: bool, sums: GradientSums) -> tuple:
     """One gradient (or None) per input of `node`, for the gradient `grad` of its output."""
     if node.freed:
         raise RuntimeError(f"backward: trying to go through the graph a second time ({node!r} has already freed "
@@ -141,7 +141,11 @@ def _call_backward(node, grad: Tensor, spare: bool, create_graph: bool) -> tuple
     if create_graph and node.composition is not None:
         return _differentiate_composition(node, grad)
     node.grad_is_spare = spare
-    input_grads = node.backward(grad)
+    node._sums_in_backward = sums
+    try:
+        input_grads = node.backward(grad)
+    finally:
+        del node._sums_in_backward          # back to the class's None; release() keeps no trace of it
     input_grads = input_grads if isinstance(input_grads, tuple) else (input_grads,)
     if gradient_sums.CHECK_SPARE and node.returns_spare_gradients:
         gradient_sums.check_spare(node, grad, spare, input_grads)
@@ -201,8 +205,7 @@ def _root_gradients(outputs, grad_outputs) -> list:
                 raise RuntimeError(f"backward: output {i} has shape {out.shape}; a gradient can only be implied for "
                                    "a single-element output. Pass gradient= (a tensor of the output's shape), "
                                    "or reduce the output first, e.g. .sum()")
-            with devices.use(out.device):
-                given = Tensor._wrap(devices.array_module(out.device).ones_like(out.data), out.device)
+            given = Tensor._wrap(_one(out.device, out.data.dtype, out.shape), out.device)
         elif not isinstance(given, Tensor):
             given = Tensor(given, dtype=out.dtype, device=out.device)
         if given.shape != out.shape:
@@ -211,6 +214,24 @@ def _root_gradients(outputs, grad_outputs) -> list:
             raise RuntimeError(f"backward: gradient is on {given.device} but output {i} is on {out.device}")
         grads.append(given)
     return grads
+
+
+_ones = {}
+
+
+def _one(device: str, dtype, shape: tuple):
+    """The implied gradient of a single-element output: a 1 of its dtype and shape, made once per device (a
+    loss's backward on a GPU then starts without a launch). Never written to: a root's gradient is not
+    spare, so nothing adds into it, and a leaf keeps a copy of it."""
+    key = (device, np.dtype(dtype), shape, id(devices.array_module(device)))
+    if key not in _ones:
+        with devices.use(device):
+            _ones[key] = devices.array_module(device).ones(shape, dtype)
+    return _ones[key]
+
+
+def _is_one(grad: Tensor) -> bool:
+    return any(grad.data is one for one in _ones.values())
 
 
 def _accumulate_into_leaf(leaf: Tensor, grad: Tensor, spare: bool, create_graph: bool) -> None:

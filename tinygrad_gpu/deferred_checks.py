@@ -12,6 +12,8 @@ happens on the GPU. PyTorch's CUDA ops behave the same way with device-side asse
 """
 from __future__ import annotations
 
+import numpy as np
+
 from . import device as devices
 
 _pending = {}      # (device, error type, message) -> a 0-d bool array on that device
@@ -28,12 +30,31 @@ def check(device: str, bad, error_type, message: str, first_bad=None) -> None:
         raise error_type(message if first_bad is None else first_bad())
 
 
+def check_range(device: str, ids, high: int, error_type, message: str, ignore=None, first_bad=None) -> None:
+    """check() of `(ids < 0) | (ids >= high)`, ids equal to `ignore` excepted: raise error_type(message)
+    if an id is out of range. On a GPU one kernel (kernels/index_check.cu) raises a flag that waits
+    here, instead of the five launches and four arrays of the comparison, the any() and the OR.
+    first_bad(bad) names the first bad id on the host (given the mask, only when one is bad)."""
+    if devices.is_cuda(device):
+        from .kernels import index_check
+        if index_check.kernel_takes(device, ids):
+            key = (device, error_type, message)
+            if key not in _pending or _pending[key].dtype != np.uint32:
+                _pending[key] = devices.array_module(device).zeros((), np.uint32)   # until the next read
+            index_check.index_check(ids, high, ignore, _pending[key], device)
+            return
+    bad = (ids < 0) | (ids >= high)
+    if ignore is not None:
+        bad &= ids != ignore
+    check(device, bad, error_type, message, first_bad=None if first_bad is None else lambda: first_bad(bad))
+
+
 def expect_none(device: str, bad, error_type, message: str) -> None:
     """On GPU `device`: raise error_type(message) at the next read from it if any element of the
     boolean array `bad` is True."""
     key = (device, error_type, message)
     found = bad.any()
-    _pending[key] = found if key not in _pending else _pending[key] | found
+    _pending[key] = found if key not in _pending else (_pending[key] | found).astype(bool)
 
 
 def raise_pending() -> None:

@@ -67,8 +67,9 @@ def _dense(grad):
 class GradientSums:
     """The gradient of each node so far (keyed by the node's id), and which of them are spare."""
 
-    def __init__(self, recorded: bool):
+    def __init__(self, recorded: bool, wanted: set = None):
         self.recorded = recorded       # create_graph: sums are recorded ops, never in place
+        self.wanted = wanted           # tg.grad's inputs (ids of their nodes), or None: every leaf
         self.sums = {}
         self.spare = set()
 
@@ -103,6 +104,17 @@ class GradientSums:
         else:
             previous.data += grad.data
         self.sums[key] = previous
+
+    def take(self, node, shape: tuple, dtype):
+        """Take the sum so far of `node`'s gradient out (a Tensor), for a backward that adds it into its own
+        contribution (Function.take_gradient_so_far); None, and the sum stays, unless it is a plain array of
+        `shape` and `dtype` and nothing is recorded."""
+        grad = self.sums.get(id(node))
+        if self.recorded or grad is None or isinstance(grad, SliceGradient) or grad.shape != shape \
+                or grad.dtype != dtype:
+            return None
+        self.spare.discard(id(node))
+        return self.sums.pop(id(node))
 
     def pop(self, node):
         """(the total gradient of `node` as a Tensor, whether it is spare), or (None, False)."""

@@ -84,6 +84,13 @@ class PhiloxStream:
         with devices.use(self.device):
             return devices.array_module(self.device).argsort(self._bits48((n,)))
 
+    def reserve(self, n: int) -> tuple:
+        """(seed, offset) for a kernel that draws n values itself (dropout inside a fused kernel): it reads
+        the counters offset .. offset + n - 1, as a draw of n would, and the stream moves on past them."""
+        seed, offset = self.seed, self.offset
+        self.offset += int(n)
+        return seed, offset
+
     @property
     def state(self) -> dict:
         return {"seed": self.seed, "offset": self.offset}
@@ -95,10 +102,21 @@ def _count(shape) -> int:
 
 def generator(device: str):
     """The generator that draws random numbers for `device` (created on first use)."""
-    key = "cpu" if not devices.is_cuda(device) else device
+    key = "cpu" if not devices.is_cuda(device) else devices.canonical(device)    # 'cuda' is 'cuda:0's stream
     if key not in _generators:
-        _generators[key] = PhiloxStream(device, _seed) if devices.is_cuda(device) else np.random.default_rng(_seed)
+        _generators[key] = PhiloxStream(key, _seed) if devices.is_cuda(device) else np.random.default_rng(_seed)
     return _generators[key]
+
+
+def philox_counters(device: str, n: int) -> tuple:
+    """(seed, offset): n Philox counters for a kernel on `device` that draws its own random numbers
+    (kernels/philox.cu's formulas). A GPU's stream reserves the next n, so a fused kernel draws what the
+    stream's own draw of n uniforms would have drawn. Elsewhere (emu), a fresh 64-bit seed from the
+    device's NumPy generator and offset 0: reproducible under manual_seed, though not the cpu's numbers."""
+    stream = generator(device)
+    if isinstance(stream, PhiloxStream):
+        return stream.reserve(n)
+    return int(stream.integers(0, 2**63, dtype=np.int64)), 0
 
 
 def get_rng_state() -> dict:
@@ -117,4 +135,5 @@ def get_cuda_rng_state_all() -> dict:
 
 def set_cuda_rng_state_all(states: dict) -> None:
     for key, state in states.items():
+        key = devices.canonical(key)
         _generators[key] = PhiloxStream(key, state["seed"], state["offset"])

@@ -94,6 +94,8 @@ class Function:
     # their kernels' launchers as a *_is_spare argument).
     grad_is_spare = False
     float_only = False            # set True when integer inputs must be computed as floats (division)
+    # The engine sets this for the length of backward (None otherwise): gradient_so_far reads it.
+    _sums_in_backward = None
     # Kept by release(): the graph's shape. input_dtypes is read by viz.py, which draws a graph (even a used one),
     # and by Cast's backward.
     _ENGINE_FIELDS = ("next_nodes", "input_meta", "input_dtypes", "needs_input_grad", "recording", "freed", "device",
@@ -153,6 +155,24 @@ class Function:
         for name in saved:
             delattr(self, name)
         self.freed = self.freed or bool(saved)
+
+    def take_gradient_so_far(self, i: int):
+        """For a backward that can add for free: the sum of what the ops consumed input i's value after this
+        one have sent back to it so far, taken out of the engine's sums (a Tensor), or None. The backward
+        must then add it into the gradient it returns for input i: a kernel that writes a new gradient
+        anyway adds it on the way, one pass instead of a separate sum (a layer norm's input, also the
+        residual stream). None when nothing is waiting, the graph of the backward is recorded, or what
+        waits is not a plain gradient of input i's shape and dtype; then the engine adds as usual."""
+        sums, child = self._sums_in_backward, self.next_nodes[i]
+        if sums is None or child is None:
+            return None
+        return sums.take(child, self.input_meta[i], self.input_dtypes[i])
+
+    def input_is_wanted(self, i: int) -> bool:
+        """Does the backward running now want input i's own gradient (tg.grad(..., inputs=[it]))? For an op
+        whose backward can send its gradients by another way in the graph that reaches the same leaves."""
+        sums = self._sums_in_backward
+        return sums is not None and sums.wanted is not None and id(self.next_nodes[i]) in sums.wanted
 
     def __repr__(self):
         return f"<{type(self).__name__}Backward>"

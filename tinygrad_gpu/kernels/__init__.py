@@ -13,7 +13,13 @@ works, why it is numerically safe.
     grad_scaler.cu         loss scaling: unscale a gradient, finding inf/nan; update the scale (amp.GradScaler)
     embedding_backward.cu  scatter-add of gradient rows by token id
     causal_softmax.cu      scale + causal mask + softmax of attention, forward and backward
+    causal_attention.cu    causal attention tile by tile (online softmax, dropout drawn inside), forward and backward
+    dropout.cu             dropout's multiply, its mask drawn in the kernel (Philox) in both directions
+    multi_tensor.cu        one launch for a list of tensors: global grad norm + clip coefficient, scale, Adam/AdamW
+    index_check.cu         are all indices in range? one flag on the GPU (deferred_checks.check_range)
     block_reduce.h         warp and block sums/maxima shared by the row kernels
+    adamw.h                one element of an Adam/AdamW step, shared by adamw.cu and multi_tensor.cu
+    philox.h               the Philox4x32-10 rounds, shared by philox.cu and the kernels that draw numbers
 
 Where they run (``runtime.py``): ``cuda`` through ``cupy.RawModule``; ``emu`` through the
 CPU emulator (``emulator.py`` and ``cuda_emu.h``); ``cpu`` runs ``fast_cpu.py``, the same
@@ -30,7 +36,8 @@ import importlib
 from .runtime import fused, fused_enabled, kernel_files
 
 _MODULES = ("adamw", "causal_softmax", "cross_entropy", "embedding_backward", "emulator", "fast_cpu", "gelu",
-            "grad_scaler", "layernorm", "philox")
+            "grad_scaler", "layernorm", "philox", "dropout", "causal_attention",
+            "multi_tensor", "index_check")
 
 __all__ = ["fused", "fused_enabled", "kernel_files", *_MODULES]
 

@@ -35,20 +35,8 @@
 // double-precision hardware) and shares them; every thread reads found_inf first, so a skipped step
 // returns in every thread before the barrier. Both entry points update an element with
 // adamw_element, so a step computes the same bits whichever entry point ran it.
-__device__ __forceinline__ void adamw_element(float* __restrict__ param, const float* __restrict__ grad,
-                                              float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq, long long i,
-                                              float step_size, float one_minus_beta1, float beta2,
-                                              float one_minus_beta2, float bias_correction2_sqrt, float eps,
-                                              float decay, float l2) {
-    float p = param[i];
-    float g = l2 != 0.0f ? grad[i] + l2 * p : grad[i];    // not 0 * p: that is nan where p is inf
-    p *= decay;
-    float m = exp_avg[i] + one_minus_beta1 * (g - exp_avg[i]);
-    float v = beta2 * exp_avg_sq[i] + one_minus_beta2 * g * g;
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
-    param[i] = p - step_size * (m / (sqrtf(v) / bias_correction2_sqrt + eps));
-}
+// adamw_element, which multi_tensor.cu shares:
+#include "adamw.h"
 
 extern "C" __global__ void adamw_update(float* __restrict__ param, const float* __restrict__ grad,
                                        float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq, long long n,

@@ -623,7 +623,8 @@ static int emu_launch(void (*kernel)(A...), const char* name, const unsigned* gr
 }
 
 // A kernel's parameter types as text, e.g. "pf4 pi8 i4 f4" for (float*, long long*, int, float),
-// so that Python can check every launch's arguments before the kernel reads garbage.
+// so that Python can check every launch's arguments before the kernel reads garbage. A struct passed
+// by value is "s<bytes>" (e.g. "s3088"): Python passes a NumPy structured scalar of that itemsize.
 template <typename T> struct EmuTag { using type = T; };
 template <typename T>
 static void emu_type_code(char* out) {
@@ -637,6 +638,8 @@ static void emu_type_code(char* out) {
         strcpy(out, "f2");                         // as NumPy's float16 (kind 'f', 2 bytes)
     } else if constexpr (std::is_same<U, __nv_bfloat16>::value) {
         strcpy(out, "bf2");                        // its own code: NumPy's kind for ml_dtypes.bfloat16 is 'V'
+    } else if constexpr (std::is_class<U>::value) {
+        sprintf(out, "s%zu", sizeof(U));           // a struct by value: only its size can be checked
     } else {
         out[0] = std::is_same<U, bool>::value ? 'b' : std::is_floating_point<U>::value ? 'f'
                  : std::is_signed<U>::value ? 'i' : 'u';
@@ -646,10 +649,10 @@ static void emu_type_code(char* out) {
 }
 template <typename... A>
 static const char* emu_signature(void (*)(A...)) {
-    static char text[8 * (sizeof...(A) + 1)];
+    static char text[16 * (sizeof...(A) + 1)];
     char* at = text;
     auto add = [&](auto tag) {
-        char code[8] = {0};
+        char code[16] = {0};
         emu_type_code<typename decltype(tag)::type>(code);
         at += sprintf(at, at == text ? "%s" : " %s", code);
     };

@@ -21,13 +21,11 @@ def reference(ids, dout, n_embeddings: int):
     return dweight
 
 
-def order_by_id(xp, ids, n_embeddings: int):
-    """Token numbers sorted by (id, token number): each id's tokens side by side, in token order.
-    Sorting the unique key id * tokens + t needs no stable sort.  Ids out of range are clipped to
-    -1 or n_embeddings first, so the key cannot overflow (the kernel skips them either way)."""
-    tokens = len(ids)
-    key = xp.clip(ids, -1, n_embeddings) * tokens + xp.arange(tokens, dtype=np.int64)
-    return xp.argsort(key).astype(np.int64)
+def order_by_id(xp, ids):
+    """Token numbers sorted by (id, token number): each id's tokens side by side, in token order. That is
+    a stable sort of the ids, one launch (CuPy's argsort is always stable; NumPy's when asked). Ids out of
+    range sort like any other; the kernel skips their runs."""
+    return xp.argsort(ids, kind="stable")
 
 
 def embedding_backward(ids, dout, n_embeddings: int, device: str):
@@ -41,6 +39,6 @@ def embedding_backward(ids, dout, n_embeddings: int, device: str):
     dweight = xp.zeros((n_embeddings, dim), np.float32)
     if tokens and dim:
         runtime.launch(device, FILE, "embedding_backward", (tokens,), (min(1024, max(32, -(-dim // 32) * 32)),),
-                       [ids, order_by_id(xp, ids, n_embeddings), dout, dweight, np.int32(dim), np.int64(tokens),
+                       [ids, order_by_id(xp, ids), dout, dweight, np.int32(dim), np.int64(tokens),
                         np.int64(n_embeddings)])
     return dweight

@@ -9,7 +9,9 @@ cache directory, and launches its kernels with the same grid, block and argument
 ``cupy.RawModule`` would get on a GPU.  Arguments are NumPy arrays (passed as pointers)
 and NumPy scalars (``np.int32``, ``np.float32``, ...), exactly as for CuPy; every launch
 is checked against the kernel's parameter types first, so a launcher bug shows up here as
-a clear error instead of a wrong answer on a GPU.
+a clear error instead of a wrong answer on a GPU.  A C struct passed by value is a NumPy
+structured scalar (``np.zeros((), np.dtype(..., align=True))[()]``, a ``numpy.void``), as
+CuPy takes it; its itemsize must be the struct's size.
 
 Options: ``shuffle=seed`` (or the environment variable ``TINYGRAD_GPU_EMU_SHUFFLE``) runs
 the threads of each block in a random order at every barrier, which exposes races that
@@ -159,19 +161,31 @@ _SCALAR_TYPES = {"f4": ctypes.c_float, "f8": ctypes.c_double, "b1": ctypes.c_boo
 def _type_code(arg):
     """The emulator's code for a launch argument: 'pf4' for a float32 array, 'i4' for np.int32, ...
     (cuda_emu.h's emu_type_code gives the parameters' codes). Arrays of the three 2-byte types differ:
-    'pf2' float16 (__half), 'pbf2' bfloat16 (__nv_bfloat16), 'pu2' uint16 (unsigned short)."""
+    'pf2' float16 (__half), 'pbf2' bfloat16 (__nv_bfloat16), 'pu2' uint16 (unsigned short). A struct by value
+    is 's' and its size in bytes: a NumPy structured scalar (numpy.void) of that itemsize."""
     if arg is None:
         return "p"                   # a null pointer fits any pointer parameter
     if isinstance(arg, np.ndarray):
         if arg.dtype == dtypes.bfloat16:
             return "pbf2"            # NumPy's kind+bytes would be 'V2', a void type's
         return "p" + ("b1" if arg.dtype == np.bool_ else f"{arg.dtype.kind}{arg.dtype.itemsize}")
-    if isinstance(arg, (np.generic,)) and not isinstance(arg, np.bool_):
+    if isinstance(arg, np.generic) and not isinstance(arg, (np.bool_, np.void)):
         return f"{arg.dtype.kind}{arg.dtype.itemsize}"
     if isinstance(arg, np.bool_):
         return "b1"
+    if isinstance(arg, np.void) and arg.dtype.fields is not None:
+        return f"s{arg.dtype.itemsize}"
     raise TypeError(f"kernel arguments are NumPy arrays or NumPy scalars (np.int32(3), np.float32(0.5)), as for "
                     f"CuPy; got {type(arg).__name__} {arg!r}: say which C type it is")
+
+
+def _struct_bytes(arg: np.void):
+    """A copy of a structured scalar's bytes in 8-byte-aligned memory (the struct's pointers and long longs
+    want it; a bytes object or a char buffer promises less), for the kernel to copy its parameter from."""
+    data = arg.tobytes()
+    words = (ctypes.c_uint64 * max(1, -(-len(data) // 8)))()
+    ctypes.memmove(words, data, len(data))
+    return words
 
 
 def _shuffle_seed(shuffle) -> int:
@@ -209,6 +223,10 @@ class Module:
             got = _type_code(arg)
             fits = (got == want or (got == "p" and want.startswith("p"))            # None: a null pointer
                     or (got.startswith("p") and want in ("pv0", "pi1", "pu1")))      # void*, char*: any array
+            if not fits and want[0] == "s" == got[0]:
+                raise TypeError(f"kernel {kernel!r} argument {i}: the kernel takes a struct of {want[1:]} bytes, "
+                                f"got a structured scalar of {got[1:]} bytes (dtype {arg.dtype}); its NumPy dtype "
+                                "must match the C struct field for field, with align=True")
             if not fits and want.startswith("p") and got[0] == "p":
                 raise TypeError(f"kernel {kernel!r} argument {i}: expected an array of {want[1:]} "
                                 f"(kind+bytes), got dtype {arg.dtype}")
@@ -222,6 +240,8 @@ class Module:
                 values.append(ctypes.c_void_p(arg.ctypes.data))
             elif arg is None:
                 values.append(ctypes.c_void_p(0))
+            elif got[0] == "s":
+                values.append(_struct_bytes(arg))
             else:
                 values.append(_SCALAR_TYPES[got](arg.item()))
         return values

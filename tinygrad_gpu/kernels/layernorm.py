@@ -1,10 +1,22 @@
 """Layer norm over the last dimension: layernorm.cu, its NumPy reference, its launcher.
 
 ``forward(x, weight, bias, eps)`` -> (out, mean, rstd); ``backward(x, weight, mean, rstd,
-dout, need_params)`` -> (dx, dweight, dbias).  x and dout: (rows, n); weight, bias: (n,), bias
-may be None (no shift).  x, weight, bias and dout share one dtype, which out, dx, dweight and
-dbias have too; mean and rstd are float32 for float32, float16 and bfloat16 data (float64 for
-float64).
+dout, need_params, need_bias=True)`` -> (dx, dweight, dbias).  x and dout: (rows, n); weight,
+bias: (n,), bias may be None (no shift).  x, weight, bias and dout share one dtype, which out,
+dx, dweight and dbias have too; mean and rstd are float32 for float32, float16 and bfloat16 data
+(float64 for float64).
+
+The launchers allocate only what the kernels write: a missing bias, or a dbias nobody wants,
+goes to the kernel as a null pointer (None: the emulator's null, and CuPy's from version 14 on,
+cupy/cuda/function.pyx ``_pointer``; CuPy 13 passed garbage, cupy issue #9046), never as a
+buffer of zeros; dweight and dbias are written, not added to, so they are not zeroed first;
+mean and rstd are the two rows of one (2, rows) allocation.
+
+The backward with the parameters' gradients is one launch (layernorm_backward_fused) where it fits: rows
+in groups of GROUP_ROWS_MIN to GROUP_ROWS_MAX, n <= FUSED_MAX_N; its workspace (the groups' column sums) and
+ticket are kept per device, grown when a launch needs more, so a training step allocates none of them.
+Elsewhere (few rows, long rows, or only dx wanted) it is the plain kernels: layernorm_backward, then
+layernorm_backward_params for the parameters' gradients.
 """
 from __future__ import annotations
 
@@ -14,6 +26,18 @@ from .. import device as devices
 from . import fast_cpu, runtime
 
 FILE = "layernorm.cu"
+FUSED_BLOCK = 256          # layernorm.cu's 32 * LN_FUSED_WARPS
+FUSED_MAX_N = 1024         # and 32 * LN_FUSED_MAX_PER_LANE: a lane keeps its columns' sums in registers
+# Rows per block of the fused backward: as many as keep about TARGET_BLOCKS blocks in the grid (enough to fill
+# a GPU of 100-odd SMs several times over: the GPU config's 16384 rows make 512 groups of 32), but at least
+# GROUP_ROWS_MIN (2 rows a warp: with fewer, a block's closing work -- its warps' sums through shared memory,
+# its row of the workspace, its share of the last block's sum over all groups -- outweighs its rows) and at most
+# GROUP_ROWS_MAX (more rows per block, and the grid no longer fills the GPU).  Chosen on paper, untimed on a GPU.
+TARGET_BLOCKS = 512
+GROUP_ROWS_MIN, GROUP_ROWS_MAX = 16, 64
+# Fewer rows than one smallest group: the fused grid would be a single block of partly idle warps that
+# does all the work alone, so the pair (one block per row, then the column sums) runs instead.
+FUSED_MIN_ROWS = GROUP_ROWS_MIN
 
 
 # ----------------------------------------------------------------------------- reference
@@ -32,18 +56,67 @@ def reference_forward(x, weight, bias, eps: float):
     return out.astype(dtype), mean, rstd
 
 
-def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True):
+def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True, dx_add=None):
     """dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout * weight: the two means remove what
-    normalising cancels (a shift and a rescaling). dweight = sum of dout xhat, dbias = sum of dout.
-    Computed in runtime.working_dtype (float32 for float16 and bfloat16 data, the sums too), each
-    result rounded once to x's dtype."""
+    normalising cancels (a shift and a rescaling); plus dx_add where it is given (a gradient of x from
+    elsewhere, summed in). dweight = sum of dout xhat, dbias = sum of dout. Computed in
+    runtime.working_dtype (float32 for float16 and bfloat16 data, the sums too), each result rounded
+    once to x's dtype."""
     dtype = x.dtype
     x, mean, rstd, dout = (a.astype(runtime.working_dtype(dtype)) for a in (x, mean, rstd, dout))
     xhat = (x - mean[:, None]) * rstd[:, None]
     g = dout * weight
     dx = rstd[:, None] * (g - g.mean(axis=1, keepdims=True) - xhat * (g * xhat).mean(axis=1, keepdims=True))
+    if dx_add is not None:
+        dx = dx + dx_add.astype(dx.dtype)
     dweight, dbias = ((dout * xhat).sum(axis=0), dout.sum(axis=0)) if need_params else (None, None)
     return tuple(None if a is None else a.astype(dtype) for a in (dx, dweight, dbias))
+
+
+def reference_group_sums(x, mean, rstd, dout, rows_per_block: int):
+    """What layernorm_backward_fused leaves in its workspace: for each group of rows_per_block rows (the last one
+    fewer), the column sums of dout * xhat, then of dout, in float32: shape (2, groups, n). Its dweight and dbias
+    are these summed over the groups (reference_backward's numbers, in another order)."""
+    xp, (rows, n) = runtime.array_module_of(x), x.shape
+    x, mean, rstd, dout = (a.astype(runtime.working_dtype(x.dtype)) for a in (x, mean, rstd, dout))
+    groups = -(-rows // rows_per_block)
+    terms = xp.zeros((2, groups * rows_per_block, n), np.float32)   # rows past the end add nothing
+    terms[0, :rows], terms[1, :rows] = dout * ((x - mean[:, None]) * rstd[:, None]), dout
+    return terms.reshape(2, groups, rows_per_block, n).sum(axis=2)
+
+
+# ----------------------------------------------------------------------------- the fused backward's workspace
+class _Workspace:
+    """What layernorm_backward_fused needs beside its arrays: the groups' column sums (float32, written by
+    every launch before they are read: never zeroed) and the ticket counter (0 between launches)."""
+
+    def __init__(self, device: str):
+        self.device, self.xp = device, devices.array_module(device)
+        with devices.use(device):
+            self.partials = self.xp.empty(0, np.float32)
+            self.ticket = self.xp.zeros((), np.uint32)
+
+    def partials_for(self, count: int):
+        """At least `count` floats of partial sums: the cached buffer, replaced by a larger one when too small
+        (the launches before it, on the same stream, are done with the old one before the next one runs)."""
+        if self.partials.size < count:
+            with devices.use(self.device):
+                self.partials = self.xp.empty(count, np.float32)
+        return self.partials
+
+
+def _workspace(device: str) -> _Workspace:
+    return runtime.kept_per_device(_Workspace, device)
+
+
+def group_rows(rows: int) -> int:
+    """Rows per block of the fused backward for `rows` rows (see TARGET_BLOCKS)."""
+    return min(GROUP_ROWS_MAX, max(GROUP_ROWS_MIN, -(-rows // TARGET_BLOCKS)))
+
+
+def use_fused(rows: int, n: int, need_params: bool) -> bool:
+    """Does backward make one launch (layernorm_backward_fused) rather than the pair?"""
+    return need_params and rows >= FUSED_MIN_ROWS and 1 <= n <= FUSED_MAX_N
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -54,32 +127,66 @@ def forward(x, weight, bias, eps: float, device: str):
         return reference_forward(x, weight, bias, eps)
     xp, dtype = devices.array_module(device), x.dtype
     rows, n = x.shape
-    bias = xp.zeros(n, dtype) if bias is None else bias
-    x, weight, bias = (runtime.contiguous(xp, a) for a in (x, weight, bias))
-    out, mean, rstd = xp.empty((rows, n), dtype), xp.empty(rows, np.float32), xp.empty(rows, np.float32)
+    x, weight = runtime.contiguous(xp, x), runtime.contiguous(xp, weight)
+    bias = None if bias is None else runtime.contiguous(xp, bias)      # None: a null pointer, nothing added
+    out, statistics = xp.empty((rows, n), dtype), xp.empty((2, rows), np.float32)
+    mean, rstd = statistics[0], statistics[1]                           # two contiguous rows, one allocation
     if rows:
         runtime.launch(device, FILE, runtime.entry_point("layernorm_forward", dtype), (rows,), (runtime.row_block(n),),
                        [x, weight, bias, out, mean, rstd, np.int32(n), np.float32(eps)])
     return out, mean, rstd
 
 
-def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_is_spare: bool = False):
-    """dout_is_spare: nobody else holds dout, and the CPU computes dx in it."""
+def adds_in_kernel(device: str, x, weight, dout) -> bool:
+    """Does backward run the kernel for these arrays, which adds dx_add on the way out? (Elsewhere a
+    caller lets the engine sum the gradients, as it would anyway.)"""
+    return not runtime.use_fast_cpu(device, x, weight, dout) and runtime.use_kernel(device, x, weight, dout, half=True)
+
+
+def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_is_spare: bool = False,
+             need_bias: bool = True, dx_add=None, fused=None):
+    """dout_is_spare: nobody else holds dout, and the CPU computes dx in it. need_bias=False (no bias, or
+    its gradient is not wanted): dbias is None, and the kernel stores none (a null pointer). dx_add
+    (rows, n) of x's dtype, or None: returned dx is dx + dx_add (see adds_in_kernel). fused: on emu and
+    cuda, True or False forces the one-launch kernel or the pair (tests; True still needs need_params and
+    0 < n <= FUSED_MAX_N); None lets use_fused choose."""
+    if dx_add is not None and not adds_in_kernel(device, x, weight, dout):
+        dx, dweight, dbias = backward(x, weight, mean, rstd, dout, need_params, device, dout_is_spare, need_bias)
+        return dx + dx_add, dweight, dbias
     if runtime.use_fast_cpu(device, x, weight, dout):
-        return fast_cpu.layernorm_backward(x, weight, mean, rstd, dout, need_params, dout_is_spare)
+        dx, dweight, dbias = fast_cpu.layernorm_backward(x, weight, mean, rstd, dout, need_params, dout_is_spare)
+        return dx, dweight, (dbias if need_bias else None)
     if not runtime.use_kernel(device, x, weight, dout, half=True):
-        return reference_backward(x, weight, mean, rstd, dout, need_params)
+        dx, dweight, dbias = reference_backward(x, weight, mean, rstd, dout, need_params)
+        return dx, dweight, (dbias if need_bias else None)
     xp, dtype = devices.array_module(device), x.dtype
     rows, n = x.shape
     x, weight, dout = (runtime.contiguous(xp, a) for a in (x, weight, dout))
+    dx_add = None if dx_add is None else runtime.contiguous(xp, dx_add)
     dx = xp.empty((rows, n), dtype)
+    if fused is None:
+        fused = use_fused(rows, n, need_params)
+    elif fused and not (need_params and rows and 1 <= n <= FUSED_MAX_N):
+        raise ValueError(f"layernorm.backward: the fused kernel computes the parameters' gradients of 1 or more "
+                         f"rows of 1 to {FUSED_MAX_N} values, not need_params={need_params} for {rows} rows of {n}")
+    if fused:
+        dweight, dbias = xp.empty(n, dtype), (xp.empty(n, dtype) if need_bias else None)   # the kernel writes them
+        per_block = group_rows(rows)
+        blocks = -(-rows // per_block)
+        work = _workspace(device)
+        runtime.launch(device, FILE, runtime.entry_point("layernorm_backward_fused", dtype), (blocks,), (FUSED_BLOCK,),
+                       [x, weight, mean, rstd, dout, dx_add, dx, dweight, dbias, work.partials_for(2 * blocks * n),
+                        work.ticket, np.int32(rows), np.int32(n), np.int32(per_block)])
+        return dx, dweight, dbias
     if rows:
         runtime.launch(device, FILE, runtime.entry_point("layernorm_backward", dtype), (rows,), (runtime.row_block(n),),
-                       [x, weight, mean, rstd, dout, dx, np.int32(n)])
+                       [x, weight, mean, rstd, dout, dx_add, dx, np.int32(n)])
     if not need_params:
         return dx, None, None
-    dweight, dbias = xp.zeros(n, dtype), xp.zeros(n, dtype)
-    if rows:
+    if not rows:                                         # no rows: sums of nothing, and no launch to write them
+        return dx, xp.zeros(n, dtype), (xp.zeros(n, dtype) if need_bias else None)
+    dweight, dbias = xp.empty(n, dtype), (xp.empty(n, dtype) if need_bias else None)   # the kernel writes them
+    if n:
         runtime.launch(device, FILE, runtime.entry_point("layernorm_backward_params", dtype), (-(-n // 32),), (32, 8),
                        [x, mean, rstd, dout, dweight, dbias, np.int32(rows), np.int32(n)])
     return dx, dweight, dbias

@@ -12,6 +12,7 @@
 // with (x0, x1, x2, x3) the output of the rounds (x2, x3 unused).  Source: Salmon, Moraes, Dror,
 // Shaw, "Parallel random numbers: as easy as 1, 2, 3" (SC11), as coded in Random123's philox.h
 // (_philox4xWround, _philox4xWbumpkey, philox4x32_R); its kat_vectors check philox.py.
+// The rounds are philox.h's (philox4x32_10), which dropout.cu includes too.
 // Reference: philox.py (NumPy); launcher: the same file.
 //
 // The stream's whole state is (seed, offset): element i of a draw is a pure function of
@@ -26,35 +27,15 @@
 // Keeping the top 24 bits makes every value exactly a float32, never rounded up to 1.0;
 // u1 >= 2^-24, so the log is finite and |normal| <= sqrt(2 * 24 ln 2) ~ 5.77.
 
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u   // golden ratio
-#define PHILOX_W1 0xBB67AE85u   // sqrt(3) - 1
-#define TWO_POW_MINUS_24 (1.0f / 16777216.0f)
-#define TWO_PI 6.2831853071795865f
+// The rounds themselves live in philox.h, shared with the kernels that draw their own numbers.
+#include "philox.h"
 
-// The four output words for counter value c under `seed`.
-__device__ __forceinline__ void philox4x32_10(unsigned long long c, unsigned long long seed, unsigned int x[4]) {
-    unsigned int c0 = (unsigned int)c, c1 = (unsigned int)(c >> 32), c2 = 0, c3 = 0;
-    unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);
-    for (int r = 0; r < 10; ++r) {
-        if (r > 0) { k0 += PHILOX_W0; k1 += PHILOX_W1; }
-        unsigned long long p0 = (unsigned long long)PHILOX_M0 * c0, p1 = (unsigned long long)PHILOX_M1 * c2;
-        unsigned int n0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0, n2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;
-        c1 = (unsigned int)p1;
-        c3 = (unsigned int)p0;
-        c0 = n0;
-        c2 = n2;
-    }
-    x[0] = c0; x[1] = c1; x[2] = c2; x[3] = c3;
-}
+#define TWO_PI 6.2831853071795865f
 
 extern "C" __global__ void philox_uniform(float* __restrict__ out, long long n, unsigned long long seed,
                                           unsigned long long offset) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
-        unsigned int x[4];
-        philox4x32_10(offset + (unsigned long long)i, seed, x);
-        out[i] = (float)(x[0] >> 8) * TWO_POW_MINUS_24;
+        out[i] = philox_uniform_at(offset + (unsigned long long)i, seed);
     }
 }
 

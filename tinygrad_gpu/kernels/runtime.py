@@ -180,6 +180,20 @@ def launch(device: str, filename: str, kernel: str, grid, block, args, shared_me
         raise ValueError(f"kernels run on 'emu' and 'cuda', not {device!r} (cpu runs fast_cpu.py)")
 
 
+# ----------------------------------------------------------------------------- kept buffers
+_kept = {}
+
+
+def kept_per_device(make, device: str):
+    """make(device), made once per device and kept: a kernel's workspace that every launch reuses (partial
+    sums, a ticket counter), so that a training step does not allocate it again. A new array module (a
+    test's stand-in) gets its own."""
+    key = (make, device, id(devices.array_module(device)))
+    if key not in _kept:
+        _kept[key] = make(device)
+    return _kept[key]
+
+
 # ----------------------------------------------------------------------------- shapes
 def row_block(n: int) -> int:
     """Threads for a block that owns one row of n values: about 4 values per thread, whole warps, <= 1024."""

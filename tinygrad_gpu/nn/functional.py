@@ -90,10 +90,10 @@ def _class_rows(op: str, input: Tensor, target: Tensor, ignore_index: int):
     ids = labels.data                                    # checked on the arrays: no graph to record here
     valid = f"for {n_classes} classes (valid: 0..{n_classes - 1}, or ignore_index={ignore_index})"
     with devices.use(labels.device):
+        deferred_checks.check_range(labels.device, ids, n_classes, IndexError,
+                                    f"{op}: a target is out of range {valid}", ignore=ignore_index,
+                                    first_bad=lambda bad: f"{op}: target {ids[bad][0]} is out of range {valid}")
         kept = ids != ignore_index
-        bad = kept & ((ids < 0) | (ids >= n_classes))
-        deferred_checks.check(labels.device, bad, IndexError, f"{op}: a target is out of range {valid}",
-                              first_bad=lambda: f"{op}: target {ids[bad][0]} is out of range {valid}")
     return rows, labels, kept
 
 
@@ -138,7 +138,9 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
     if reduction == "sum":
         return nll.sum().to(dtype=loss_dtype)
     with devices.use(labels.device):
-        count = Tensor._wrap(kept.sum().astype(nll.dtype), labels.device)
+        # float32 and float64 count exactly as they sum (one launch); a 16-bit sum would not, so it is cast
+        count = kept.sum(dtype=nll.dtype) if not dtypes.is_half(nll.dtype) else kept.sum().astype(nll.dtype)
+        count = Tensor._wrap(count, labels.device)
     return (nll.sum() / count).to(dtype=loss_dtype)             # 0 kept targets gives nan, as in PyTorch
 
 
@@ -351,9 +353,8 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
     n, ids = weight.shape[0], input.data
     valid = f"for {n} embeddings (valid: 0..{n - 1})"
     with devices.use(input.device):
-        bad = (ids < 0) | (ids >= n)
-        deferred_checks.check(input.device, bad, IndexError, f"embedding: an index is out of range {valid}",
-                              first_bad=lambda: f"embedding: index {ids[bad][0]} is out of range {valid}")
+        deferred_checks.check_range(input.device, ids, n, IndexError, f"embedding: an index is out of range {valid}",
+                                    first_bad=lambda bad: f"embedding: index {ids[bad][0]} is out of range {valid}")
     return fused.EmbeddingLookup.apply(weight, input) if weight.ndim == 2 and _use_fused(weight) else weight[input]
 
 
@@ -372,6 +373,14 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         return x
     if p == 1.0:
         return x * 0.0
+    if x.device != "cpu" and x.dtype in kernels.runtime.KERNEL_DTYPES and _use_fused(x):
+        # One kernel each way, the mask drawn inside it (kernels/dropout.cu) where x * _dropout_keep takes
+        # five launches. On a GPU the kernel reads the counters the unfused random(shape) draw would have
+        # read, so the masks, and a training run's losses, are the same fused or not. On emu the seed comes
+        # from the NumPy generator (random.philox_counters), so emu's masks differ from the unfused ones
+        # there and from the cpu's (which keeps its NumPy mask, below).
+        seed, offset = random.philox_counters(x.device, x.numel())
+        return fused.Dropout.apply(x, p=p, seed=seed, offset=offset)
     return x * _dropout_keep(x.shape, p, x.device, x.dtype)
 
 
@@ -400,11 +409,20 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     float_mask = attn_mask if attn_mask is not None and attn_mask.is_floating_point() else None
     query, key, value, float_mask = autocast_mode.low_precision(query, key, value, float_mask)   # its products
     attn_mask = float_mask if float_mask is not None else attn_mask
-    keep = None
+    keep = dropout = None
+    tiled = is_causal and _use_fused(query, key, value) and fused.CausalAttention.runs_kernel(query, key, value)
     if dropout_p:            # one mask for the attention weights, of the scores' shape
         shape = (*np.broadcast_shapes(query.shape[:-2], key.shape[:-2]), query.shape[-2], key.shape[-2])
-        keep = _dropout_keep(shape, dropout_p, query.device, query.dtype)
+        if tiled:            # drawn inside the kernels, from the counters a drawn mask would have read
+            dropout = (dropout_p, *random.philox_counters(query.device, math.prod(shape)))
+        else:
+            keep = _dropout_keep(shape, dropout_p, query.device, query.dtype)
     if is_causal:
+        # q, k, v cut as source[0], [1], [2] from one tensor (GPT's projection): one op of source, whose backward
+        # writes the three gradients into one buffer laid out like source (fused.PackedCausalAttention says why)
+        source = fused.PackedCausalAttention.source_of(query, key, value) if tiled else None
+        if source is not None:
+            return fused.PackedCausalAttention.apply(source, query, key, value, scale=scale, dropout=dropout)
         op = fused.CausalAttention.apply if _use_fused(query, key, value) else fused.CausalAttention.composition
-        return op(query, key, value, scale=scale, keep=keep)
+        return op(query, key, value, scale=scale, keep=keep, dropout=dropout)
     return fused.attention(query, key, value, scale, attn_mask, keep)

@@ -172,7 +172,7 @@ class GPT(Module):
         if start + T > self.config.block_size:
             raise ValueError(f"GPT: sequence of length {start + T} ({start} cached, {T} new) is longer than "
                              f"block_size {self.config.block_size}; crop it to the last block_size tokens")
-        positions = creation.arange(start, start + T, device=idx.device)
+        positions = self._positions(start, T, idx.device)
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(positions))
         for block, cache in zip(self.transformer.h, caches or [None] * self.config.n_layer):
             x = block(x, cache)
@@ -181,6 +181,16 @@ class GPT(Module):
             return logits, None
         loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1), ignore_index=-1)
         return logits, loss
+
+    def _positions(self, start: int, T: int, device: str) -> Tensor:
+        """start, ..., start + T - 1: made once per length and device for the usual start of 0 (every training
+        step asks for the same ones; on a GPU that is a launch and an allocation saved per step)."""
+        if start:
+            return creation.arange(start, start + T, device=device)
+        made = self.__dict__.setdefault("_made_positions", {})
+        if (T, device) not in made:
+            made[T, device] = creation.arange(T, device=device)
+        return made[T, device]
 
     def configure_optimizers(self, weight_decay: float, learning_rate: float, betas=(0.9, 0.95), eps=1e-8):
         """AdamW with weight decay on matrices and embeddings (2-D and up) only, not on biases and norms;

@@ -18,9 +18,10 @@ import numpy as np
 from .. import device as devices
 from .. import dtypes
 from .. import kernels
-from ..tensor import Function, Tensor
+from ..tensor import Function, Tensor, is_grad_enabled
 from .elementwise import gelu_tanh
 from .linalg import product
+from .movement import GetItem
 
 
 class CrossEntropyRows(Function):
@@ -77,9 +78,14 @@ class LayerNormRows(Function):
         n = weight.shape[0]
         need_weight = ctx.needs_input_grad[1]
         need_bias = ctx.has_bias and ctx.needs_input_grad[2]
-        dx, dweight, dbias = kernels.layernorm.backward(x.data.reshape(-1, n), weight.data, ctx.mean, ctx.rstd,
-                                                        grad.data.reshape(-1, n), need_weight or need_bias,
-                                                        ctx.device, dout_is_spare=ctx.grad_is_spare)
+        rows, dout = x.data.reshape(-1, n), grad.data.reshape(-1, n)
+        # x's gradient from the rest of the graph (a residual stream's), added by the kernel as it writes dx
+        so_far = ctx.take_gradient_so_far(0) if kernels.layernorm.adds_in_kernel(ctx.device, rows, weight.data,
+                                                                                 dout) else None
+        dx, dweight, dbias = kernels.layernorm.backward(rows, weight.data, ctx.mean, ctx.rstd, dout,
+                                                        need_weight or need_bias, ctx.device,
+                                                        dout_is_spare=ctx.grad_is_spare, need_bias=need_bias,
+                                                        dx_add=None if so_far is None else so_far.data.reshape(-1, n))
         grads = (dx.reshape(x.shape), dweight, dbias)[:3 if ctx.has_bias else 2]
         return tuple(None if a is None or not needed else Tensor._wrap(a, ctx.device)
                      for a, needed in zip(grads, (True, need_weight, need_bias)))
@@ -116,28 +122,54 @@ def attention(q: Tensor, k: Tensor, v: Tensor, scale: float, mask: Tensor = None
 
 class CausalAttention(Function):
     """dropout(softmax(scale q k^T, key j > query i masked out)) v, for q (..., L, E), k (..., S, E),
-    v (..., S, Ev); keep is the dropout's mask, scaled by 1 / (1 - dropout_p), or None.
+    v (..., S, Ev). The dropout is either `keep`, its mask scaled by 1 / (1 - dropout_p), or `dropout` =
+    (p, seed, offset): the mask whose decisions are Philox uniforms at those counters (kernels/philox.cu),
+    drawn where it is used; or neither.
 
-    One op where the composition is eight (a transpose, two products, the scale, the mask, the
-    softmax, the dropout) in each direction. The softmax is the causal_softmax kernel; the
-    products are the array library's. The backward, written out (p: the probabilities; dy: the
-    output's gradient):
+    Where the tiled kernels take the inputs (emu and cuda; float32, float16 or bfloat16 data; L == S; one
+    head size <= 128; no `keep`), it is kernels/causal_attention.cu: one kernel forward, two backward,
+    and the (L, S) scores, probabilities and mask never reach memory; the forward keeps only its output
+    and each row's log-sum-exp. Everywhere else (cpu, float64, a kv-cache's L != S, a mask given as
+    `keep`), the plain version: the products of the array library around the causal_softmax kernel,
+    whose backward, written out (p: the probabilities; dy: the output's gradient), is
 
         dv = (p keep)^T dy      dp = (dy v^T) keep      ds = softmax backward of dp (scale included)
         dq = ds k               dk = ds^T q
+
+    q, k, v that are three slices of one tensor (GPT's) take PackedCausalAttention instead, below.
     """
 
     returns_spare_gradients = True
 
     @staticmethod
-    def composition(q, k, v, scale, keep=None):
+    def composition(q, k, v, scale, keep=None, dropout=None):
         xp, L, S = devices.array_module(q.device), q.shape[-2], k.shape[-2]
         visible = Tensor._wrap(xp.tril(xp.ones((L, S), dtype=bool)), q.device)      # key j <= query i
-        return attention(q, k, v, scale, visible, keep)
+        return attention(q, k, v, scale, visible, CausalAttention._keep(q, k, keep, dropout))
 
-    def forward(ctx, q, k, v, scale, keep=None):
+    @staticmethod
+    def runs_kernel(q, k, v) -> bool:
+        """Do these inputs take the tiled kernels (which draw a dropout's mask themselves)?"""
+        return kernels.causal_attention.supports(q.data, k.data, v.data, q.device)
+
+    @staticmethod
+    def _keep(q, k, keep, dropout):
+        """The dropout's mask as a Tensor (or None): `keep`, or the one `dropout`'s counters give."""
+        if dropout is None or keep is not None:
+            return keep
+        shape = (*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2], k.shape[-2])
+        return Tensor._wrap(kernels.causal_attention.dropout_keep(q.device, shape, q.dtype, dropout), q.device)
+
+    def forward(ctx, q, k, v, scale, keep=None, dropout=None):
         ctx.save_for_backward(q, k, v)
-        ctx.scale, ctx.keep = scale, None if keep is None else keep.data
+        ctx.scale, ctx.tiled = scale, keep is None and CausalAttention.runs_kernel(q, k, v)
+        if ctx.tiled:
+            ctx.dropout = dropout
+            out, ctx.lse = kernels.causal_attention.forward(q.data, k.data, v.data, scale, ctx.device, dropout)
+            ctx.out = out if ctx.recording else None
+            return out
+        keep = CausalAttention._keep(q, k, keep, dropout)
+        ctx.keep = None if keep is None else keep.data
         scores = product(q.data, k.data.swapaxes(-1, -2))   # a new array: the softmax may compute in it
         ctx.probs = weights = kernels.causal_softmax.forward(scores, scale, ctx.device, scores_are_spare=True)
         if keep is not None:
@@ -148,6 +180,10 @@ class CausalAttention(Function):
     def backward(ctx, grad):
         q, k, v = ctx.saved_tensors
         need_q, need_k, need_v = ctx.needs_input_grad
+        if ctx.tiled:
+            grads = kernels.causal_attention.backward(q.data, k.data, v.data, ctx.out, ctx.lse, grad.data, ctx.scale,
+                                                      ctx.device, ctx.dropout, ctx.needs_input_grad)
+            return tuple(None if g is None else Tensor._wrap(g, ctx.device) for g in grads)
         dy, ds = grad.data, None
         if need_q or need_k:
             dp = product(dy, v.data.swapaxes(-1, -2))
@@ -157,6 +193,86 @@ class CausalAttention(Function):
         grads = (product(ds, k.data) if need_q else None, product(ds.swapaxes(-1, -2), q.data) if need_k else None,
                  product(ctx.weights.swapaxes(-1, -2), dy) if need_v else None)
         return tuple(None if g is None else Tensor._wrap(g, ctx.device) for g in grads)
+
+
+class PackedCausalAttention(Function):
+    """CausalAttention of q, k, v = source[0], source[1], source[2]: one input, `source` (3, ..., L, E), the
+    way GPT cuts q, k, v from its projection (c_attn(x).reshape(B, T, 3, H, E).permute(2, 0, 3, 1, 4)). Only
+    where the tiled kernels run (scaled_dot_product_attention routes here, see `source_of`).
+
+    Why one input instead of three: three gradients dq, dk, dv would go back through three slices of
+    source, which the engine assembles into a zero-filled buffer of source's shape (a fill, a copy, two
+    adds); and that buffer, contiguous in the permuted order (3, B, H, T, E), must be copied again by the
+    backward of the permute and the reshape to reach the projection's (B, T, 3 C). Here the backward
+    kernels write dq, dk and dv through strides straight into one buffer laid out in memory as source's
+    data is, i.e. as the projection's output: the permute's and the reshape's backward are views, and
+    nothing is filled, added or copied. The numbers are CausalAttention's, element for element.
+
+    Other uses of q, k or v still send their gradients through the slices into source, where they add.
+    q, k and v are inputs too, given no gradient, so that the graph still leads to them: when a backward
+    wants one of them itself (tg.grad(y, [q])), the gradients go to q, k and v instead, as three arrays,
+    and through the slices into source from there.
+    """
+
+    returns_spare_gradients = True
+
+    @staticmethod
+    def composition(source, q, k, v, scale, dropout=None):
+        return CausalAttention.composition(q, k, v, scale, dropout=dropout)
+
+    @staticmethod
+    def source_of(q: Tensor, k: Tensor, v: Tensor):
+        """`source` when the graph says q, k, v are source[0], source[1], source[2] of one tensor (each made by
+        a GetItem with the plain integer index 0, 1, 2 of the same input node, still unreleased) and their
+        arrays are those slices of one gapless array: a Tensor for source, standing for its node in the
+        graph. None whenever anything differs (then CausalAttention takes q, k, v as they are): no graph is
+        recorded (no_grad, or inputs that need no gradient), another op made them, other indices, a source
+        whose memory the slices do not pin down."""
+        if not is_grad_enabled():
+            return None
+        nodes = [t._ctx for t in (q, k, v)]
+        if not all(type(node) is GetItem for node in nodes):
+            return None
+        child = nodes[0].next_nodes[0]
+        for i, node in enumerate(nodes):
+            index = getattr(node, "index", None)                  # a released node keeps no index
+            if node.freed or index is None or not node.basic or len(index) != 1 or node.next_nodes[0] is not child:
+                return None
+            part = index[0]
+            if isinstance(part, bool) or not isinstance(part, (int, np.integer)) or int(part) != i:
+                return None
+            if tuple(node.input_shape) != (3, *q.shape):
+                return None
+        if child is None:
+            return None
+        with devices.use(q.device):                                # views made on cuda:1 are made there
+            data = kernels.causal_attention.stacked(q.data, k.data, v.data)
+        if isinstance(child, Tensor):                              # a leaf: its own array, if it is the same memory
+            same = data is not None and child.shape == data.shape and child.dtype == data.dtype and all(
+                n == 1 or a == b for n, a, b in zip(data.shape, data.strides, child.data.strides)) \
+                and kernels.causal_attention.address(child.data) == kernels.causal_attention.address(data)
+            return child if same else None
+        return None if data is None else Tensor._wrap(data, q.device, requires_grad=True, ctx=child)
+
+    def forward(ctx, source, q, k, v, scale, dropout=None):
+        ctx.save_for_backward(source)
+        ctx.scale, ctx.dropout = scale, dropout
+        q, k, v = (source.data[i] for i in range(3))
+        out, ctx.lse = kernels.causal_attention.forward(q, k, v, scale, ctx.device, dropout)
+        ctx.out = out if ctx.recording else None
+        return out
+
+    def backward(ctx, grad):
+        (source,) = ctx.saved_tensors
+        data = source.data
+        if any(ctx.input_is_wanted(i) for i in (1, 2, 3)):         # q, k or v itself asked for: theirs
+            grads = kernels.causal_attention.backward(data[0], data[1], data[2], ctx.out, ctx.lse, grad.data,
+                                                      ctx.scale, ctx.device, ctx.dropout)
+            return (None, *(Tensor._wrap(g, ctx.device) for g in grads))
+        dsource = kernels.causal_attention.empty_laid_out_like(ctx.xp, data)
+        kernels.causal_attention.backward(data[0], data[1], data[2], ctx.out, ctx.lse, grad.data, ctx.scale,
+                                          ctx.device, ctx.dropout, grads=(dsource[0], dsource[1], dsource[2]))
+        return Tensor._wrap(dsource, ctx.device), None, None, None
 
 
 def _product_laid_out_like(a, b, like):
@@ -193,3 +309,25 @@ class EmbeddingScatter(Function):
 
     def backward(ctx, grad):
         return EmbeddingLookup.apply(grad, ctx.ids), None
+
+
+class Dropout(Function):
+    """x * keep, keep = 1 / (1 - p) where the Philox uniform at counter offset + i is >= p, else 0: dropout
+    in one kernel each way (kernels/dropout.cu). The forward draws the mask inside the kernel from (seed,
+    offset); the backward draws it again from the same pair, so no mask is stored (the unfused dropout
+    keeps one of x's size, made by three launches, and multiplies by it in both directions)."""
+
+    returns_spare_gradients = True
+
+    @staticmethod
+    def composition(x, p, seed, offset):
+        keep = kernels.dropout.keep(x.shape, x.dtype, p, seed, offset, x.device)
+        return x * Tensor._wrap(keep, x.device)
+
+    def forward(ctx, x, p, seed, offset):
+        ctx.p, ctx.seed, ctx.offset = p, seed, offset
+        return kernels.dropout.multiply(x.data, p, seed, offset, ctx.device)
+
+    def backward(ctx, grad):
+        dx = kernels.dropout.multiply(grad.data, ctx.p, ctx.seed, ctx.offset, ctx.device, x_is_spare=ctx.grad_is_spare)
+        return Tensor._wrap(dx, ctx.device)

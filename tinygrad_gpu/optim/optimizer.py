@@ -55,16 +55,23 @@ class Optimizer:
                     p.grad.data[...] = 0
 
     def step(self) -> None:
-        """Update every parameter that has a gradient, one group at a time."""
+        """Update every parameter that has a gradient, one group at a time: what update_group takes on as a
+        whole, then the rest one by one with update()."""
         for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
+            params = [p for p in group["params"] if p.grad is not None]
+            for p in params:
                 if p.grad.shape != p.shape:
                     raise RuntimeError(f"{type(self).__name__}: gradient shape {p.grad.shape} does not match "
                                        f"parameter shape {p.shape}")
+            for p in self.update_group(params, group):
                 with devices.use(p.device):      # state and update on the parameter's GPU
                     self.update(p, p.grad.data, self.state.setdefault(id(p), {}), group)
+
+    def update_group(self, params: list, group: dict) -> list:
+        """Update some of `params` (the group's parameters that have a gradient) together, and return the ones
+        left for update(). The hook of optimizers with multi-tensor kernels (Adam, AdamW: one launch for a whole
+        group); the base class leaves them all to update()."""
+        return params
 
     def update(self, param: Tensor, grad, state: dict, group: dict) -> None:
         raise NotImplementedError

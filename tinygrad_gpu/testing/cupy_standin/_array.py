@@ -105,10 +105,33 @@ def compute(function, *args, may_be_view=False, kernel=True, **kwargs):
     roots = []
     args, kwargs = unwrap(args, roots), unwrap(kwargs, roots)
     allocations = counters.allocations
-    result = wrap(function(*args, **kwargs), roots)
+    raw = function(*args, **kwargs)
+    result = wrap(raw, roots)
     if kernel and (not may_be_view or counters.allocations > allocations):
-        counters.launched()
+        if counters.track_sites:             # what the launch costs a GPU, for gpu_readiness.py's table
+            counters.launched(flops=_flops(function, args, raw), nbytes=array_bytes((args, kwargs, raw)))
+        else:
+            counters.launched()
     return result
+
+
+def array_bytes(value) -> int:
+    """The bytes of the NumPy arrays in `value` (nested in lists, tuples and dicts): what a launch given them
+    reads or writes, each counted once (the traffic of a kernel that touches every element once)."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, (list, tuple)):
+        return sum(array_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(array_bytes(v) for v in value.values())
+    return 0
+
+
+def _flops(function, args, result) -> int:
+    """2 M N K for each matrix product (a multiply and an add per term); elementwise work is not counted."""
+    if function in (np.matmul, _matmul) and isinstance(result, np.ndarray) and len(args) >= 2 and result.ndim:
+        return 2 * result.size * np.shape(args[0])[-1]
+    return 0
 
 
 # ----------------------------------------------------------------------------- indexing
@@ -177,6 +200,16 @@ def _unary(name):
         return compute(getattr(np.ndarray, name), self)
     method.__name__ = name
     return method
+
+
+class MemoryPointer:
+    """cupy.cuda.MemoryPointer, what ndarray.data is: the address of the array's first element (ptr) and its
+    device (device_id). Kernels that take a table of arrays by address (kernels/multi_tensor.py) read ptr."""
+
+    __slots__ = ("ptr", "device_id")
+
+    def __init__(self, ptr: int, device_id: int):
+        self.ptr, self.device_id = ptr, device_id
 
 
 class _Flags:
@@ -270,6 +303,7 @@ class ndarray:
     itemsize = property(lambda self: self._a.itemsize)
     strides = property(lambda self: self._a.strides)
     flags = property(lambda self: _Flags(self._a))
+    data = property(lambda self: MemoryPointer(self._a.__array_interface__["data"][0], self._device))
     T = property(lambda self: ndarray._from_numpy(self._a.T, self._device))
     mT = property(lambda self: ndarray._from_numpy(np.swapaxes(self._a, -1, -2), self._device))
 
@@ -308,7 +342,7 @@ class ndarray:
             counters.bytes_to_device += value.nbytes
         else:
             value = unwrap(value)
-        counters.launched()
+        counters.launched(nbytes=2 * np.asarray(self._a[index]).nbytes if counters.track_sites else 0)   # read, write
         self._a[index] = value
 
     # --- any other method CuPy's ndarray has runs NumPy's
@@ -333,7 +367,7 @@ class ndarray:
         return compute(np.ndarray.reshape, self, *shape, order=order, may_be_view=True)
 
     def fill(self, value):
-        counters.launched()
+        counters.launched(nbytes=self._a.nbytes)
         self._a.fill(unwrap(value))
 
 

@@ -35,13 +35,16 @@ class Counters:
     launch_sites: collections.Counter = field(default_factory=collections.Counter)     # which op launched each kernel
     allocation_sites: collections.Counter = field(default_factory=collections.Counter)  # which op allocated each array
     allocated_dtypes: collections.Counter = field(default_factory=collections.Counter)  # allocations by dtype name
+    # with track_sites: (site, FLOPs, bytes of the arrays it was given) of every launch, for a cost on paper
+    launch_costs: list = field(default_factory=list)
 
     def reset(self) -> None:
         for f in fields(self):
-            setattr(self, f.name, collections.Counter() if f.type == "collections.Counter" else 0)
+            setattr(self, f.name, collections.Counter() if f.type == "collections.Counter" else
+                    [] if f.type == "list" else 0)
 
     def snapshot(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.type != "collections.Counter"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.type in ("int",)}
 
     track_sites = False          # a setting, not a count: reset() leaves it
 
@@ -51,11 +54,13 @@ class Counters:
         if self.track_sites:
             self.allocation_sites[_op_site()] += 1
 
-    def launched(self, ours: bool = False) -> None:
+    def launched(self, ours: bool = False, flops: int = 0, nbytes: int = 0) -> None:
         self.launches += 1
         self.raw_launches += ours
         if self.track_sites:
-            self.launch_sites[_op_site()] += 1
+            site = _op_site()
+            self.launch_sites[site] += 1
+            self.launch_costs.append((site, flops, nbytes))
 
     def sync(self, why: str) -> None:
         self.host_syncs += 1

@@ -34,6 +34,13 @@ class runtime:
 
 
 
+def _launch_bytes(args) -> int:
+    """The bytes of a launch's arrays, including those a multi-tensor table (a struct argument) names."""
+    from .kernel_references import table_bytes
+    tables = sum(table_bytes(a) for a in args if isinstance(a, np.void))
+    return _array.array_bytes([a for a in args if isinstance(a, np.ndarray)]) + tables
+
+
 class RawKernel:
     def __init__(self, module: "RawModule", name: str):
         self.module, self.name = module, name
@@ -50,7 +57,11 @@ class RawKernel:
                                 "the kernel gets the C type it declares")
             else:
                 arrays.append(a)
-        counters.launched(ours=True)
+        if counters.track_sites:           # what the launch costs a GPU, for gpu_readiness.py's table
+            from .kernel_references import launch_flops
+            counters.launched(ours=True, flops=launch_flops(self.name, arrays), nbytes=_launch_bytes(arrays))
+        else:
+            counters.launched(ours=True)
         if os.environ.get("TINYGRAD_GPU_STANDIN_KERNELS", "emulate") == "reference":
             from . import kernel_references              # fast, for big runs: kernel_references.py says why
             self.module._built().check(self.name, grid, block, arrays, shared_mem)     # the launch a GPU takes

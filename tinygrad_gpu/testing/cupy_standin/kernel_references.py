@@ -20,9 +20,14 @@ the output arrays' dtypes, as the kernels do.
 """
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from ...kernels import adamw, causal_softmax, cross_entropy, embedding_backward, gelu, grad_scaler, layernorm, philox
+from ...kernels import causal_attention, dropout
+from ...kernels import multi_tensor
+from ...kernels import index_check
 
 
 def _flat(a, n):
@@ -57,6 +62,55 @@ def _adamw_update_skippable(grid, block, args):
     # lr, beta1 and beta2 arrive as the doubles the kernel gets; the reference rounds 1 - beta as the kernel does.
     adamw.reference_update_skippable(*(_flat(a, n) for a in (param, grad, exp_avg, exp_avg_sq)), step, found_inf,
                                      float(lr), float(beta1), float(beta2), float(eps), float(decay), float(l2))
+
+
+# ----------------------------------------------------------------------------- causal_attention.cu
+def _attention_views(args, count: int, written: int = 0):
+    """A causal_attention launch's arguments: its first `count` tensors (read), then the lse, then `written`
+    output tensors (the backward's gradients), then H, L, E, three element strides per tensor (the read ones',
+    then the written ones'), scale and the dropout. Every tensor comes back as a (B, H, L, E) view of its flat
+    buffer through its strides (writing to an output's view writes the kernel's output), with the lse
+    (B, H, L), scale and dropout."""
+    arrays, lse, outputs = args[:count], args[count], args[count + 1:count + 1 + written]
+    H, L, E = (int(n) for n in args[count + 1 + written:count + 4 + written])
+    strides = [int(s) for s in args[count + 4 + written:len(args) - 5]]
+    assert len(strides) == 3 * (count + written)
+    scale, p, _keep_scale, seed, offset = args[-5:]
+    BH = lse.size // L
+    views = [np.lib.stride_tricks.as_strided(a, (BH // H, H, L, E), tuple(s * a.itemsize for s in
+                                                                          (*strides[3 * n:3 * n + 3], 1)))
+             for n, a in enumerate((*arrays, *outputs))]
+    dropout = (float(p), int(seed), int(offset)) if p else None
+    return views[:count], lse.reshape(BH // H, H, L), views[count:], float(scale), dropout
+
+
+def causal_attention_flops(name: str, args) -> int:
+    """The FLOPs of a causal_attention launch (causal_attention.flops), read from its arguments."""
+    count, written = (4, 0) if "forward" in name else (5, 1 if "_dq" in name else 2)
+    (q, *_), lse, *_ = _attention_views(args, count, written)
+    return causal_attention.flops(name, lse.shape[0] * lse.shape[1], lse.shape[2], q.shape[-1])
+
+
+def _causal_attention_forward(grid, block, args):
+    (q, k, v, out), lse, _, scale, dropout = _attention_views(args, 4)
+    out[...], lse[...] = causal_attention.reference_forward(q, k, v, scale, dropout)
+
+
+def _causal_attention_backward(grid, block, args, written: int):
+    """dq (the dq kernel, written = 1) or dk and dv (the dkdv kernel, written = 2), each through its own
+    strides: the reference computes all three, and each kernel's adapter keeps what its kernel writes."""
+    (q, k, v, out, dout), lse, outputs, scale, dropout = _attention_views(args, 5, written)
+    dq, dk, dv = causal_attention.reference_backward(q, k, v, out, lse, dout, scale, dropout)
+    for view, grad in zip(outputs, (dq,) if written == 1 else (dk, dv)):
+        view[...] = grad
+
+
+def _causal_attention_backward_dq(grid, block, args):
+    _causal_attention_backward(grid, block, args, written=1)
+
+
+def _causal_attention_backward_dkdv(grid, block, args):
+    _causal_attention_backward(grid, block, args, written=2)
 
 
 # ----------------------------------------------------------------------------- causal_softmax.cu
@@ -95,6 +149,12 @@ def _cross_entropy_backward(grid, block, args):
                                                                       int(ignore_index), float(smoothing))
 
 
+# ----------------------------------------------------------------------------- dropout.cu
+def _dropout_multiply(grid, block, args):
+    x, y, n, p, scale, seed, offset = args
+    _flat(y, n)[...] = dropout.reference(_flat(x, n), float(p), int(seed), int(offset), scale)
+
+
 # ----------------------------------------------------------------------------- embedding_backward.cu
 def _embedding_backward(grid, block, args):
     ids, _order, dout, dweight, dim, _tokens, n_embeddings = args
@@ -127,6 +187,12 @@ def _amp_update_scale(grid, block, args):
                                         int(growth_interval))
 
 
+# ----------------------------------------------------------------------------- index_check.cu
+def _index_check(grid, block, args):
+    ids, n, high, ignore, has_ignore, found = args
+    index_check.reference(_flat(ids, n), int(high), int(ignore) if has_ignore else None, found)
+
+
 # ----------------------------------------------------------------------------- layernorm.cu
 def _layernorm_forward(grid, block, args):
     x, weight, bias, out, mean, rstd, n, eps = args
@@ -134,17 +200,100 @@ def _layernorm_forward(grid, block, args):
 
 
 def _layernorm_backward(grid, block, args):
-    x, weight, mean, rstd, dout, dx, n = args
-    _rows(dx, n)[...] = layernorm.reference_backward(_rows(x, n), weight, mean, rstd, _rows(dout, n),
-                                                     need_params=False)[0]
+    x, weight, mean, rstd, dout, dx_add, dx, n = args
+    _rows(dx, n)[...] = layernorm.reference_backward(_rows(x, n), weight, mean, rstd, _rows(dout, n), need_params=False,
+                                                     dx_add=None if dx_add is None else _rows(dx_add, n))[0]
 
 
 def _layernorm_backward_params(grid, block, args):
     x, mean, rstd, dout, dweight, dbias, n_rows, n = args
     # dweight and dbias do not depend on weight, which this kernel is not given: ones stand in for it
     # (the reference's dx, computed with them, is thrown away).
-    _, dweight[...], dbias[...] = layernorm.reference_backward(_rows(x, n), np.ones(int(n), np.float32), mean, rstd,
+    _, want_dweight, want_dbias = layernorm.reference_backward(_rows(x, n), np.ones(int(n), np.float32), mean, rstd,
                                                                _rows(dout, n), need_params=True)
+    for out, want in ((dweight, want_dweight), (dbias, want_dbias)):
+        if out is not None:                             # a null pointer: a gradient the kernel does not store
+            out[...] = want
+
+
+def _layernorm_backward_fused(grid, block, args):
+    x, weight, mean, rstd, dout, dx_add, dx, dweight, dbias, partials, _ticket, n_rows, n, per_block = args
+    n, per_block = int(n), int(per_block)
+    x, dout = _rows(x, n), _rows(dout, n)
+    _rows(dx, n)[...], want_dweight, want_dbias = layernorm.reference_backward(
+        x, weight, mean, rstd, dout, need_params=True, dx_add=None if dx_add is None else _rows(dx_add, n))
+    for out, want in ((dweight, want_dweight), (dbias, want_dbias)):
+        if out is not None:                             # a null pointer: a gradient the kernel does not store
+            out[...] = want
+    # The workspace as the kernel leaves it: the groups' column sums in its first 2 * groups * n floats, the
+    # rest untouched. The ticket is 0 before and after.
+    sums = layernorm.reference_group_sums(x, mean, rstd, dout, per_block)
+    _flat(partials, sums.size)[...] = sums.reshape(-1)
+
+
+# ----------------------------------------------------------------------------- multi_tensor.cu
+def table_arrays(table, j: int, zero_d: bool = False) -> list:
+    """List j of a multi_tensor.cu TensorTable (the numpy.void a launch got) as NumPy views of the memory its
+    addresses name: flat, with the sizes the table gives (list 0's), or 0-d (`zero_d`: the step counts). The
+    stand-in's arrays are NumPy memory of this process, so an address is all it takes."""
+    start, views = table["start"], []
+    for k in range(int(table["count"])):
+        n = 1 if zero_d else int(start[k + 1] - start[k])
+        view = np.ctypeslib.as_array((ctypes.c_float * n).from_address(int(table["list"][j, k]))) if n else \
+            np.zeros(0, np.float32)
+        views.append(view.reshape(()) if zero_d else view)
+    return views
+
+
+def launch_flops(name: str, args) -> int:
+    """The products a launch of our kernel `name` computes (2 FLOPs a multiply-add), for gpu_readiness.py's cost
+    on paper: the attention kernels', whose products are inside them; 0 for the rest (elementwise work is not
+    counted, as it is not for the array library's launches)."""
+    return causal_attention_flops(name, args) if name.startswith("causal_attention_") else 0
+
+
+def table_bytes(table) -> int:
+    """The bytes of the arrays a TensorTable names (float32; a step count is one value), each counted once: the
+    traffic of a launch given it, for gpu_readiness.py's cost on paper (the stand-in cannot see through it)."""
+    count, start = int(table["count"]), table["start"]
+    elements = [1 if j == multi_tensor.STEP_LIST else int(start[count] - start[0]) for j in range(multi_tensor.LISTS)
+                if count and table["list"][j, 0]]
+    return 4 * sum(elements)
+
+
+def _multi_tensor_norm_clip(grid, block, args):
+    table, _partials, _ticket, total, norm, coefficient, max_norm, last = args
+    # The partial sums and the ticket are 0 before a launch and after it (its last block resets them).
+    multi_tensor.reference_norm_clip_(table_arrays(table, 0), total, norm, coefficient, float(max_norm), bool(last))
+
+
+def _multi_tensor_scale(grid, block, args):
+    table, coefficient = args
+    multi_tensor.reference_scale_(table_arrays(table, 0), coefficient)
+
+
+def _multi_tensor_adamw_update(grid, block, args):
+    table, step_size, one_minus_beta1, _beta2, one_minus_beta2, bc2_sqrt, eps, decay, l2 = args
+    # 1 - (1 - beta), Python floats: as _adamw_update says why
+    multi_tensor.reference_adamw_update(*(table_arrays(table, j) for j in range(4)), step_size=float(step_size),
+                                        beta1=1 - float(one_minus_beta1), beta2=1 - float(one_minus_beta2),
+                                        bias_correction2_sqrt=float(bc2_sqrt), eps=float(eps), decay=float(decay),
+                                        l2=float(l2))
+
+
+def _multi_tensor_adamw_count_step(grid, block, args):
+    table, found_inf = args
+    multi_tensor.reference_adamw_count_step(table_arrays(table, multi_tensor.STEP_LIST, zero_d=True),
+                                            found_inf)
+
+
+def _multi_tensor_adamw_update_skippable(grid, block, args):
+    table, found_inf, lr, beta1, beta2, eps, decay, l2 = args
+    multi_tensor.reference_adamw_update_skippable(*(table_arrays(table, j) for j in range(4)),
+                                                  table_arrays(table, multi_tensor.STEP_LIST, zero_d=True),
+                                                  found_inf, lr=float(lr),
+                                                  beta1=float(beta1), beta2=float(beta2), eps=float(eps),
+                                                  decay=float(decay), l2=float(l2))
 
 
 # ----------------------------------------------------------------------------- philox.cu
@@ -164,6 +313,15 @@ BY_KERNEL = {
     "adamw_update_skippable": _adamw_update_skippable,
     "amp_non_finite_check_and_unscale": _amp_non_finite_check_and_unscale,
     "amp_update_scale": _amp_update_scale,
+    "causal_attention_forward": _causal_attention_forward,
+    "causal_attention_forward_f16": _causal_attention_forward,
+    "causal_attention_forward_bf16": _causal_attention_forward,
+    "causal_attention_backward_dq": _causal_attention_backward_dq,
+    "causal_attention_backward_dq_f16": _causal_attention_backward_dq,
+    "causal_attention_backward_dq_bf16": _causal_attention_backward_dq,
+    "causal_attention_backward_dkdv": _causal_attention_backward_dkdv,
+    "causal_attention_backward_dkdv_f16": _causal_attention_backward_dkdv,
+    "causal_attention_backward_dkdv_bf16": _causal_attention_backward_dkdv,
     "causal_softmax_forward": _causal_softmax_forward,
     "causal_softmax_forward_f16": _causal_softmax_forward,
     "causal_softmax_forward_bf16": _causal_softmax_forward,
@@ -176,7 +334,11 @@ BY_KERNEL = {
     "cross_entropy_backward": _cross_entropy_backward,
     "cross_entropy_backward_f16": _cross_entropy_backward,
     "cross_entropy_backward_bf16": _cross_entropy_backward,
+    "dropout_multiply": _dropout_multiply,
+    "dropout_multiply_f16": _dropout_multiply,
+    "dropout_multiply_bf16": _dropout_multiply,
     "embedding_backward": _embedding_backward,
+    "index_check": _index_check, "index_check_i32": _index_check,
     "gelu_forward": _gelu_forward,
     "gelu_forward_f16": _gelu_forward,
     "gelu_forward_bf16": _gelu_forward,
@@ -192,8 +354,16 @@ BY_KERNEL = {
     "layernorm_backward_params": _layernorm_backward_params,
     "layernorm_backward_params_f16": _layernorm_backward_params,
     "layernorm_backward_params_bf16": _layernorm_backward_params,
+    "layernorm_backward_fused": _layernorm_backward_fused,
+    "layernorm_backward_fused_f16": _layernorm_backward_fused,
+    "layernorm_backward_fused_bf16": _layernorm_backward_fused,
     "philox_uniform": _philox_uniform,
     "philox_normal": _philox_normal,
+    "multi_tensor_norm_clip": _multi_tensor_norm_clip,
+    "multi_tensor_scale": _multi_tensor_scale,
+    "multi_tensor_adamw_update": _multi_tensor_adamw_update,
+    "multi_tensor_adamw_count_step": _multi_tensor_adamw_count_step,
+    "multi_tensor_adamw_update_skippable": _multi_tensor_adamw_update_skippable,
 }
 
 
