@@ -61,3 +61,14 @@ def test_on_a_gpu_one_launch_checks_and_the_flag_is_read_later():
     with pytest.raises(IndexError, match="test: out of range"):
         deferred_checks.raise_pending()
     deferred_checks.raise_pending()                    # read once: clean again
+
+
+@pytest.mark.skipif(not devices.is_cuda(devices.default_device()), reason="the cuda pass: a flag on the GPU")
+def test_a_bad_id_found_by_the_plain_check_survives_a_kernel_check_of_the_same_kind():
+    """ids the kernel does not take (int16) go through the comparison; a bad one found so must still be raised
+    after a later call of the same check runs the kernel on good ids."""
+    deferred_checks.check_range("cuda:0", tg.tensor([0, 9], device="cuda").data.astype(np.int16), 3, IndexError,
+                                "test: out of range")
+    deferred_checks.check_range("cuda:0", tg.tensor([0, 1], device="cuda").data, 3, IndexError, "test: out of range")
+    with pytest.raises(IndexError, match="test: out of range"):
+        deferred_checks.raise_pending()

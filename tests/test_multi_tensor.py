@@ -180,6 +180,20 @@ def test_clip_grad_norm_agrees_with_the_per_tensor_path(device, scale):
             np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy())        # both scale by exactly 1
 
 
+def test_a_parameter_given_twice_to_clip_takes_the_plain_way(device, monkeypatch):
+    """Its gradient would be scaled by two blocks at once on a GPU (a race): the per-tensor path runs, which
+    counts it twice in the norm and scales it twice, as for any list."""
+    fast, plain = make_params(device, shapes=[(5,), (3, 2)]), make_params(device, shapes=[(5,), (3, 2)])
+    give_grads(fast, 9, 10.0)
+    give_grads(plain, 9, 10.0)
+    monkeypatch.setattr(multi_tensor, "scale_", None)                     # not called: it would raise
+    norm = tg.optim.clip_grad_norm_([fast[0], fast[1], fast[0]], 1.0)
+    plain_norm = tg.optim.clip_grad_norm_([plain[0], plain[1], plain[0]], 1.0, foreach=False)
+    np.testing.assert_array_equal(norm.numpy(), plain_norm.numpy())
+    for a, b in zip(fast, plain):
+        np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy())
+
+
 @pytest.mark.parametrize("value", [np.nan, np.inf])
 def test_clip_grad_norm_of_non_finite_gradients_as_the_per_tensor_path(device, value):
     fast, plain = make_params(device, shapes=[(5,), (3, 2)]), make_params(device, shapes=[(5,), (3, 2)])

@@ -76,8 +76,8 @@ def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, in
                 grad, spare = sums.pop(node)                    # (a slice's gradient is made full-size here)
                 if grad is None:
                     continue
-                if wanted is not None and id(node) in wanted:              # the caller's array from now on:
-                    captured[id(node)], spare = grad.clone() if _is_one(grad) else grad, False   # not our 1
+                if wanted is not None and id(node) in wanted:
+                    captured[id(node)], spare = grad, False    # the caller's array from now on
                 if isinstance(node, Tensor):                    # a leaf
                     if into_leaves:
                         _accumulate_into_leaf(node, grad, spare, create_graph)
@@ -205,7 +205,8 @@ def _root_gradients(outputs, grad_outputs) -> list:
                 raise RuntimeError(f"backward: output {i} has shape {out.shape}; a gradient can only be implied for "
                                    "a single-element output. Pass gradient= (a tensor of the output's shape), "
                                    "or reduce the output first, e.g. .sum()")
-            given = Tensor._wrap(_one(out.device, out.data.dtype, out.shape), out.device)
+            with devices.use(out.device):
+                given = Tensor._wrap(devices.array_module(out.device).ones_like(out.data), out.device)
         elif not isinstance(given, Tensor):
             given = Tensor(given, dtype=out.dtype, device=out.device)
         if given.shape != out.shape:
@@ -214,24 +215,6 @@ def _root_gradients(outputs, grad_outputs) -> list:
             raise RuntimeError(f"backward: gradient is on {given.device} but output {i} is on {out.device}")
         grads.append(given)
     return grads
-
-
-_ones = {}
-
-
-def _one(device: str, dtype, shape: tuple):
-    """The implied gradient of a single-element output: a 1 of its dtype and shape, made once per device (a
-    loss's backward on a GPU then starts without a launch). Never written to: a root's gradient is not
-    spare, so nothing adds into it, and a leaf keeps a copy of it."""
-    key = (device, np.dtype(dtype), shape, id(devices.array_module(device)))
-    if key not in _ones:
-        with devices.use(device):
-            _ones[key] = devices.array_module(device).ones(shape, dtype)
-    return _ones[key]
-
-
-def _is_one(grad: Tensor) -> bool:
-    return any(grad.data is one for one in _ones.values())
 
 
 def _accumulate_into_leaf(leaf: Tensor, grad: Tensor, spare: bool, create_graph: bool) -> None:

@@ -39,8 +39,10 @@ def check_range(device: str, ids, high: int, error_type, message: str, ignore=No
         from .kernels import index_check
         if index_check.kernel_takes(device, ids):
             key = (device, error_type, message)
-            if key not in _pending or _pending[key].dtype != np.uint32:
+            if key not in _pending:
                 _pending[key] = devices.array_module(device).zeros((), np.uint32)   # until the next read
+            elif _pending[key].dtype != np.uint32:      # found so far by check() (ids the kernel does not take): kept
+                _pending[key] = _pending[key].astype(np.uint32)
             index_check.index_check(ids, high, ignore, _pending[key], device)
             return
     bad = (ids < 0) | (ids >= high)

@@ -39,9 +39,10 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
 
 
 def _multi_tensor_applies(grads, norm_type: float) -> bool:
-    """The 2-norm of float32, C-contiguous gradients all on one emu or cuda device: kernels/multi_tensor.cu."""
+    """The 2-norm of float32, C-contiguous gradients all on one emu or cuda device: kernels/multi_tensor.cu. A
+    gradient given twice takes the plain way: two blocks scaling one element at once would race on a GPU."""
     device = grads[0].device
-    return norm_type == 2 and device != "cpu" and all(
+    return norm_type == 2 and device != "cpu" and len({id(g) for g in grads}) == len(grads) and all(
         g.device == device and g.dtype == np.float32 and g.data.flags.c_contiguous for g in grads)
 
 
