@@ -21,6 +21,7 @@ import tinygrad_gpu.nn.functional as F
 from tinygrad_gpu import device as devices
 from tinygrad_gpu import dtypes, kernels, random
 from tinygrad_gpu.kernels import causal_attention as ca
+from tinygrad_gpu.kernels import dropout as dropout_kernel
 from tinygrad_gpu.kernels import philox, runtime
 from tinygrad_gpu.ops import fused
 
@@ -154,7 +155,8 @@ def test_the_dropout_is_the_mask_the_stream_would_draw():
     on emu (the kernel), and p = 1 keeps nothing."""
     shape, (p, seed, offset) = (2, 3, 5, 5), (0.4, 2024, 17)
     drawn = philox.uniform("emu", math.prod(shape), seed, offset).reshape(shape) >= np.float32(p)
-    np.testing.assert_array_equal(ca.keep_decisions(np, shape, p, seed, offset), drawn)
+    np.testing.assert_array_equal(dropout_kernel.reference_keep(math.prod(shape), p, seed, offset, np.float32)
+                                  .reshape(shape) != 0, drawn)
     q, k, v = projection(np.random.default_rng(0), 1, 1, 5, 4)
     out, _ = ca.forward(q, k, v, 1.0, "emu", (1.0, seed, offset))
     assert not out.any()
@@ -273,7 +275,7 @@ def test_stacked_finds_the_projection_and_refuses_memory_with_holes():
     whole = np.zeros((B, T, 3, H, E), np.float32)
     cut = whole.transpose(2, 0, 3, 1, 4)
     again = ca.stacked(*cut)
-    assert again.shape == cut.shape and again.strides == cut.strides and ca.address(again) == ca.address(cut)
+    assert again.shape == cut.shape and again.strides == cut.strides and runtime.address(again) == runtime.address(cut)
     wider = np.zeros((B, T, 3, H, E + 1), np.float32)[..., :E].transpose(2, 0, 3, 1, 4)    # a gap after each row
     assert ca.stacked(*wider) is None
     assert ca.stacked(cut[1], cut[0], cut[2]) is None                   # not in order
@@ -385,7 +387,7 @@ def test_the_routing_packs_only_three_slices_of_one_tensor():
     q, k, v = cut
     source = source_of(q, k, v)
     assert source is not None and source.grad_fn is cut.grad_fn and source.shape == cut.shape
-    assert ca.address(source.data) == ca.address(cut.data) and source.data.strides == cut.data.strides
+    assert runtime.address(source.data) == runtime.address(cut.data) and source.data.strides == cut.data.strides
     leaf = tg.tensor(normal(rng, (3, 2, 2, 9, 4)), device=device, requires_grad=True)
     assert source_of(*leaf) is leaf                                      # a leaf stands for itself
     with tg.no_grad():
@@ -419,7 +421,7 @@ def test_an_intermediate_source_sends_its_gradient_on_without_copies():
     (grad,) = tg.grad(y.transpose(1, 2).reshape(2, 9, 8).sum(), [proj])
     assert grad.shape == proj.shape and grad.data.flags.c_contiguous
     owner = ca._owner(grad.data)                                        # the buffer itself, not a copy of it
-    assert owner.size == grad.data.size and ca.address(owner) == ca.address(grad.data) and owner.ndim == 5
+    assert owner.size == grad.data.size and runtime.address(owner) == runtime.address(grad.data) and owner.ndim == 5
 
 
 def on_standin():

@@ -5,8 +5,8 @@ q, k, v: (..., L, E) with the same leading (batch) dimensions and L == S; every 
 last is a batch, the last is the head (a 3-D input has one batch; a 2-D one, one of each). The kernels
 never hold the (L, L) scores in memory: the forward saves the output and each row's log-sum-exp (lse),
 and the backward recomputes the probabilities from q, k and lse. Dropout on the attention weights is
-drawn inside the kernels from Philox counters (seed, offset) (``dropout_keep`` is the same mask as an
-array, for the references and for the plain version).
+drawn inside the kernels from Philox counters (seed, offset), as dropout.cu draws it (kernels/dropout.py's
+``keep`` and ``reference_keep`` give the same mask as an array, for the plain version and the references).
 
 The backward writes dq, dk, dv through strides into arrays it is given, when it is given them: for q, k, v
 that are the three slices of one tensor (``stacked`` finds it), one buffer laid out like that tensor
@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from .. import device as devices
+from . import dropout as dropout_kernel
 from . import philox, runtime
 
 FILE = "causal_attention.cu"
@@ -28,7 +29,6 @@ THREADS = 128             # 4 threads per position of a tile
 HEAD_MAX = 128            # the largest head size the kernels hold in registers and shared memory
 
 
-# ----------------------------------------------------------------------------- dropout
 # Products each kernel computes per (query, key) pair at or below the diagonal, each 2 E FLOPs: the forward
 # q.k and p v; the dq kernel q.k again, dout.v and ds k; the dkdv kernel q.k, dout.v, p^T dout and ds^T q.
 PRODUCTS_PER_PAIR = {"causal_attention_forward": 2, "causal_attention_backward_dq": 3,
@@ -42,29 +42,6 @@ def flops(kernel: str, rows: int, L: int, E: int) -> int:
     return PRODUCTS_PER_PAIR[base] * 2 * E * rows * (L * (L + 1) // 2)
 
 
-def keep_scale(p: float, dtype) -> float:
-    """What a kept weight is multiplied by: 1 / (1 - p), rounded to the data's dtype as the unfused mask holds
-    it (nn.functional._dropout_keep), 0 for p = 1 (nothing is kept)."""
-    return float(np.asarray(1.0 / (1.0 - p) if p < 1 else 0.0, dtype=dtype))
-
-
-def keep_decisions(xp, shape, p: float, seed: int, offset: int):
-    """bool (..., L, S): True where a weight is kept: its Philox uniform (philox.py, counter offset + its
-    row-major index) is >= p, compared in float32 as `random(shape) >= p` compares a float32 draw."""
-    n = math.prod(shape)
-    return philox.reference_uniform(n, seed, offset, xp).reshape(shape) >= np.float32(p)
-
-
-def dropout_keep(device: str, shape, dtype, dropout):
-    """The dropout's mask for the plain version: keep_scale where kept, else 0, drawn on `device` from the
-    counters that the kernels read (dropout = (p, seed, offset)): the numbers of `keep_decisions`."""
-    p, seed, offset = dropout
-    xp = devices.array_module(device)
-    with devices.use(device):
-        u = philox.uniform(device, math.prod(shape), seed, offset).reshape(shape)
-        return (u >= np.float32(p)).astype(dtype) * xp.asarray(keep_scale(p, dtype), dtype=dtype)
-
-
 # ----------------------------------------------------------------------------- reference
 def _scores(q, k, scale):
     """s = scale q k^T with the future (key j > query i) at -inf, in the working dtype."""
@@ -75,17 +52,18 @@ def _scores(q, k, scale):
 
 
 def _weights_scale(xp, shape, wd, dropout, dtype):
-    """keep_ij * keep_scale as an array of the working dtype (1 without dropout)."""
+    """keep_ij * scale (kernels/dropout.py: the same mask as dropout.cu draws) as an array of the working dtype (1 without dropout)."""
     if dropout is None or not dropout[0]:
         return wd.type(1)
     p, seed, offset = dropout
-    return keep_decisions(xp, shape, p, seed, offset).astype(wd) * wd.type(keep_scale(p, dtype))
+    keep = dropout_kernel.reference_keep(math.prod(shape), p, seed, offset, dtype, xp=xp)
+    return keep.reshape(shape).astype(wd)
 
 
 def reference_forward(q, k, v, scale: float, dropout=None):
     """(out, lse), as causal_attention.cu's header writes them (dropout = (p, seed, offset) or None):
         s = scale q k^T (future masked),  lse = log sum_j exp(s_j),  p = exp(s - lse),
-        out = (p keep keep_scale) v
+        out = (p keep / (1 - dropout_p)) v
     lse is float32 (float64 for float64 data); out has q's dtype, 16-bit data computed in float32."""
     xp, dtype = runtime.array_module_of(q), q.dtype
     wd = np.dtype(runtime.working_dtype(dtype))
@@ -99,8 +77,8 @@ def reference_forward(q, k, v, scale: float, dropout=None):
 
 def reference_backward(q, k, v, out, lse, dout, scale: float, dropout=None):
     """(dq, dk, dv) from the forward's out and lse, as causal_attention.cu's header writes them:
-        p = exp(s - lse),  w = p keep keep_scale,  D = rowsum(dout * out),
-        dp = (dout v^T) keep keep_scale,  ds = p (dp - D),
+        p = exp(s - lse),  w = p keep / (1 - dropout_p),  D = rowsum(dout * out),
+        dp = (dout v^T) keep / (1 - dropout_p),  ds = p (dp - D),
         dq = scale ds k,  dk = scale ds^T q,  dv = w^T dout
     in q's dtype (16-bit data in float32, rounded once)."""
     xp, dtype = runtime.array_module_of(q), q.dtype
@@ -128,12 +106,6 @@ def _batch_heads(shape) -> tuple:
     return (math.prod(lead[:-1]), lead[-1]) if lead else (1, 1)
 
 
-def address(a) -> int:
-    """Where element 0 of an array (NumPy or CuPy) lies in memory."""
-    interface = a.__cuda_array_interface__ if hasattr(a, "__cuda_array_interface__") else a.__array_interface__
-    return interface["data"][0]
-
-
 def _owner(a):
     """The array that owns the memory a view `a` lives in."""
     root = a
@@ -151,8 +123,9 @@ def _strided(xp, a, B: int, H: int, written: bool = False):
     item = a4.itemsize
     strides = [0 if n == 1 else s for n, s in zip(a4.shape, a4.strides)]   # a size-1 dim's stride is never used
     root = _owner(a4)
-    if written and address(root) != address(_owner(a)):      # the reshape had to copy (owners compared by
-        return None                                           # address: a wrapper may be new each time)
+    # the reshape had to copy (owners compared by address: a wrapper may be new each time)
+    if written and runtime.address(root) != runtime.address(_owner(a)):
+        return None
     if a4.flags.c_contiguous:
         return a4.reshape(-1), tuple(s // item for s in strides[:3])
     fits = (root.dtype == a4.dtype and root.flags.c_contiguous and strides[3] in (0, item)
@@ -162,7 +135,7 @@ def _strided(xp, a, B: int, H: int, written: bool = False):
             return None
         a4 = xp.ascontiguousarray(a4)
         return a4.reshape(-1), tuple(s // item for s in a4.strides[:3])
-    start = (address(a4) - address(root)) // item
+    start = (runtime.address(a4) - runtime.address(root)) // item
     return root.reshape(-1)[start:], tuple(s // item for s in strides[:3])
 
 
@@ -174,8 +147,8 @@ def stacked(q, k, v):
     this is that tensor's array again."""
     if not (q.shape == k.shape == v.shape and q.strides == k.strides == v.strides and q.dtype == k.dtype == v.dtype):
         return None
-    item, gap = q.itemsize, address(k) - address(q)
-    if gap <= 0 or gap % item or address(v) - address(k) != gap:
+    item, gap = q.itemsize, runtime.address(k) - runtime.address(q)
+    if gap <= 0 or gap % item or runtime.address(v) - runtime.address(k) != gap:
         return None
     shape, strides = (3, *q.shape), (gap, *q.strides)
     order = sorted((axis for axis in range(len(shape)) if shape[axis] > 1), key=lambda axis: -strides[axis])
@@ -185,9 +158,9 @@ def stacked(q, k, v):
             return None
         expected *= shape[axis]
     root = _owner(q)
-    start, n = (address(q) - address(root)) // item, math.prod(shape)
-    if root.dtype != q.dtype or not root.flags.c_contiguous or (address(q) - address(root)) % item \
-            or start < 0 or start + n > root.size:
+    offset, n = runtime.address(q) - runtime.address(root), math.prod(shape)
+    start = offset // item
+    if root.dtype != q.dtype or not root.flags.c_contiguous or offset % item or start < 0 or start + n > root.size:
         return None
     order += [axis for axis in range(len(shape)) if shape[axis] == 1]          # anywhere: their strides are unused
     flat = root.reshape(-1)[start:start + n]
@@ -196,7 +169,7 @@ def stacked(q, k, v):
 
 def _dropout_args(dropout, dtype) -> list:
     p, seed, offset = dropout if dropout is not None and dropout[0] else (0.0, 0, 0)
-    return [np.float32(p), np.float32(keep_scale(p, dtype) if p else 1.0), np.uint64(seed % 2**64),
+    return [np.float32(p), np.float32(dropout_kernel.scale_of(p, dtype) if p else 1.0), np.uint64(seed % 2**64),
             np.uint64(offset % 2**64)]
 
 

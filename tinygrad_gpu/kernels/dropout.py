@@ -16,10 +16,11 @@ from . import philox, runtime
 FILE = "dropout.cu"
 
 
-def scale_of(p: float, dtype):
+def scale_of(p: float, dtype) -> float:
     """1 / (1 - p) as the kept elements get it: rounded to the data's dtype, the dtype the unfused mask
-    (kept.astype(dtype) * (1 / (1 - p))) holds, then held as a float32 (exact) for the kernel."""
-    return np.float32(np.dtype(dtype).type(1.0 / (1.0 - p)))
+    (kept.astype(dtype) * (1 / (1 - p))) holds; 0 for p = 1 (nothing is kept). The kernels of dropout and
+    of the attention get it as a float32, exact for their dtypes."""
+    return float(np.dtype(dtype).type(1.0 / (1.0 - p) if p < 1 else 0.0))
 
 
 # ----------------------------------------------------------------------------- reference
@@ -31,9 +32,9 @@ def scale_of(p: float, dtype):
 def reference_keep(n: int, p: float, seed: int, offset: int, dtype, scale=None, xp=np):
     """(n,) in the working dtype: scale (by default scale_of(p, dtype)) where the Philox uniform at
     offset + i is >= p, else 0."""
-    scale = scale_of(p, dtype) if scale is None else np.float32(scale)
+    scale = scale_of(p, dtype) if scale is None else float(scale)
     kept = philox.reference_uniform(n, seed, offset, xp) >= np.float32(p)
-    return xp.where(kept, scale, np.float32(0)).astype(runtime.working_dtype(dtype))
+    return xp.where(kept, scale, 0.0).astype(runtime.working_dtype(dtype))
 
 
 def reference(x, p: float, seed: int, offset: int, scale=None):
@@ -56,7 +57,7 @@ def multiply(x, p: float, seed: int, offset: int, device: str, x_is_spare: bool 
     out = x if x_is_spare else xp.empty(x.shape, x.dtype)      # a copy made by contiguous() is spare too
     n = out.size
     if n:
-        args = [x, out, np.int64(n), np.float32(p), scale_of(p, x.dtype), np.uint64(seed % 2 ** 64),
+        args = [x, out, np.int64(n), np.float32(p), np.float32(scale_of(p, x.dtype)), np.uint64(seed % 2 ** 64),
                 np.uint64(offset % 2 ** 64)]
         runtime.launch(device, FILE, runtime.entry_point("dropout_multiply", x.dtype), (runtime.grid_stride_grid(n),),
                        (256,), args)
@@ -69,4 +70,4 @@ def keep(shape, dtype, p: float, seed: int, offset: int, device: str):
     is the kernel's result. For the composition (a graph of the backward, create_graph=True)."""
     with devices.use(device):
         kept = philox.uniform(device, int(np.prod(shape, dtype=np.int64)), seed, offset).reshape(shape) >= p
-        return kept.astype(dtype) * (1.0 / (1.0 - p))
+        return kept.astype(dtype) * scale_of(p, dtype)

@@ -90,11 +90,6 @@ def reference_adamw_update_skippable(params, grads, exp_avgs, exp_avg_sqs, steps
 
 
 # ----------------------------------------------------------------------------- tables
-def address(array) -> int:
-    """Where an array's first element is: CuPy's array.data.ptr on cuda, NumPy's array.ctypes.data on emu."""
-    return array.data.ptr if hasattr(array, "__cuda_array_interface__") else array.ctypes.data
-
-
 def tables(*lists) -> list:
     """[(table, elements)]: the tensors of `lists` (list j's k-th array is tensor k's j-th) as TensorTables of up
     to MAX_TENSORS tensors each (numpy.void scalars, what a launch takes for a struct), with their element counts.
@@ -106,7 +101,7 @@ def tables(*lists) -> list:
         table["start"][1:len(part) + 1] = np.cumsum([lists[0][k].size for k in part])
         table["count"] = len(part)
         for j, arrays in enumerate(lists):
-            table["list"][j, :len(part)] = [address(arrays[k]) for k in part]
+            table["list"][j, :len(part)] = [runtime.address(arrays[k]) for k in part]
         out.append((table[()], int(table["start"][len(part)])))
     return out
 

@@ -211,6 +211,13 @@ def array_module_of(array):
     return devices.array_module("cuda") if hasattr(array, "__cuda_array_interface__") else np
 
 
+def address(array) -> int:
+    """Where an array's element 0 lies in memory (NumPy or CuPy): what a kernel's pointer to it is."""
+    interface = array.__cuda_array_interface__ if hasattr(array, "__cuda_array_interface__") else \
+        array.__array_interface__
+    return interface["data"][0]
+
+
 def contiguous(xp, array, dtype=None):
     """The array as a C-contiguous block of memory (the kernels index flat memory)."""
     return xp.ascontiguousarray(array, dtype=dtype)

@@ -158,7 +158,7 @@ class CausalAttention(Function):
         if dropout is None or keep is not None:
             return keep
         shape = (*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2], k.shape[-2])
-        return Tensor._wrap(kernels.causal_attention.dropout_keep(q.device, shape, q.dtype, dropout), q.device)
+        return Tensor._wrap(kernels.dropout.keep(shape, q.dtype, *dropout, q.device), q.device)
 
     def forward(ctx, q, k, v, scale, keep=None, dropout=None):
         ctx.save_for_backward(q, k, v)
@@ -250,7 +250,7 @@ class PackedCausalAttention(Function):
         if isinstance(child, Tensor):                              # a leaf: its own array, if it is the same memory
             same = data is not None and child.shape == data.shape and child.dtype == data.dtype and all(
                 n == 1 or a == b for n, a, b in zip(data.shape, data.strides, child.data.strides)) \
-                and kernels.causal_attention.address(child.data) == kernels.causal_attention.address(data)
+                and kernels.runtime.address(child.data) == kernels.runtime.address(data)
             return child if same else None
         return None if data is None else Tensor._wrap(data, q.device, requires_grad=True, ctx=child)
 
