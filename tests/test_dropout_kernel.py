@@ -208,6 +208,76 @@ def test_on_the_standin_a_dropout_is_one_launch_and_one_array_each_way(monkeypat
     assert counters.raw_launches == 1
 
 
+# ----------------------------------------------------------------------------- residual + dropout(branch)
+ADD_DEVICES = ["emu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not tg.cuda_available(), reason="no cuda device (a GPU, or TINYGRAD_GPU_CUPY=standin)"))]
+
+
+@pytest.mark.parametrize("device", ADD_DEVICES)
+@by_storage_dtype
+def test_dropout_add_gives_the_unfused_numbers_each_way(device, dtype):
+    """F.dropout_add(residual, x) against residual + F.dropout(x), two ops (each its own kernel; the dropout's
+    numbers against the unfused mask's are the test above): the same bits forward, the same bits for both
+    gradients, a branch's gradient in the branch's dtype, and the stream moved on as far (the next draw the
+    same)."""
+    rng = np.random.default_rng(21)
+    r0, x0, dy0 = data(rng, (3, 5, 67), np.float32), data(rng, (3, 5, 67), dtype), data(rng, (3, 5, 67), np.float32)
+    results = []
+    for one_op in (True, False):
+        tg.manual_seed(14)
+        r = tg.tensor(r0, device=device, requires_grad=True)
+        x = tg.tensor(x0, device=device, requires_grad=True)
+        y = F.dropout_add(r, x, 0.3) if one_op else r + F.dropout(x, 0.3)
+        assert (type(y._ctx).__name__ == "DropoutAdd") == one_op and y.dtype == np.float32
+        y.backward(tg.tensor(dy0, device=device))
+        assert x.grad.dtype == dtype
+        results.append((bits(y.data), bits(r.grad.data), bits(x.grad.data), tg.rand(3, device=device).numpy()))
+    for one_op_result, two_ops_result in zip(*results):
+        np.testing.assert_array_equal(one_op_result, two_ops_result)
+    with kernels.fused(False):
+        assert type(F.dropout_add(r, x, 0.3)._ctx).__name__ != "DropoutAdd"
+
+
+def test_dropout_add_kernel_against_its_reference():
+    rng = np.random.default_rng(22)
+    for dtype in STORAGE_DTYPES:
+        residual, x = data(rng, (9, 33), np.float32), data(rng, (9, 33), dtype)
+        got = dropout.add(residual, x, 0.25, 99, 2 ** 64 - 100, "emu")       # the counter wraps around
+        np.testing.assert_array_equal(bits(got), bits(dropout.reference_add(residual, x, 0.25, 99, 2 ** 64 - 100)))
+        dy = data(rng, (9, 33), np.float32)
+        got = dropout.multiply(dy, 0.25, 5, 6, "emu", dtype=dtype)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(bits(got), bits(dropout.reference(dy.astype(dtype), 0.25, 5, 6)))
+    with pytest.raises(ValueError, match="dropout.multiply: a float16 x gives float16"):
+        dropout.multiply(data(rng, 4, np.float16), 0.5, 1, 2, "emu", dtype=np.float32)
+
+
+def test_dropout_add_outside_the_kernel_is_the_sum():
+    """cpu, float64, a broadcast residual, eval mode, p = 0 and 1: the two ops it stands for."""
+    r, x = tg.randn(4, 6, dtype=tg.float64, requires_grad=True), tg.randn(4, 6, dtype=tg.float64, requires_grad=True)
+    assert tg.gradcheck(lambda r, x: F.dropout_add(r, x, 0.0), (r, x))
+    np.testing.assert_array_equal(F.dropout_add(r, x, 0.5, training=False).numpy(), (r + x).numpy())
+    np.testing.assert_array_equal(F.dropout_add(r, x, 1.0).numpy(), r.numpy())
+    tg.manual_seed(2)
+    got = F.dropout_add(tg.ones(6, device="emu"), tg.ones(4, 6, device="emu"), 0.5)     # broadcast: unfused
+    assert type(got._ctx).__name__ != "DropoutAdd" and got.shape == (4, 6)
+
+
+@on_standin
+def test_on_the_standin_a_residual_add_with_a_16_bit_branch_is_one_launch_each_way(monkeypatch):
+    from tinygrad_gpu import gradient_sums
+    from tinygrad_gpu.testing.cupy_standin import counters
+    monkeypatch.setattr(gradient_sums, "CHECK_SPARE", False)    # the suite's own check reads pointers on the host
+    r = tg.ones(4, 64, device="cuda", requires_grad=True)
+    x = tg.ones(4, 64, device="cuda", dtype=tg.bfloat16, requires_grad=True)
+    counters.reset()
+    y = F.dropout_add(r, x, 0.2)
+    assert (counters.launches, counters.allocations) == (1, 1)
+    counters.reset()
+    y.backward(tg.ones(4, 64, device="cuda"))
+    assert counters.raw_launches == 1
+
+
 # ----------------------------------------------------------------------------- layer norm's optional pointers
 def _poisoned_empty(monkeypatch):
     """layernorm.py's xp.empty on emu gives NaN-filled arrays: a kernel output left unwritten shows."""

@@ -171,3 +171,21 @@ def test_on_the_standin_a_layer_norm_backward_is_one_launch_and_its_three_result
     assert counters.raw_launches == 1
     assert counters.allocations == 3                                  # dx, dweight, dbias: nothing else
     check_against_reference(got, x, weight, dout, dx_add, mean, rstd, True)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@by_storage_dtype
+def test_a_spare_dout_takes_dx_in_place_with_the_same_bits(dtype, fused):
+    """dout_is_spare: the one-launch kernel, and the plain kernel when no parameter's gradient is wanted, write dx
+    over dout (no dx buffer), and the numbers are those of a separate dx; the plain pair with the parameters'
+    gradients must read dout after dx is written, so it keeps dout."""
+    x, weight, _, dout, dx_add, mean, rstd = problem(np.random.default_rng(5), 70, 45, dtype, add=True)
+    for need_params in ((True, False) if not fused else (True,)):
+        want = [bits(a) for a in layernorm.backward(x, weight, mean, rstd, dout, need_params, "emu", dx_add=dx_add,
+                                                    fused=fused) if a is not None]
+        spare = dout.copy()
+        got = layernorm.backward(x, weight, mean, rstd, spare, need_params, "emu", dout_is_spare=True,
+                                 dx_add=dx_add, fused=fused)
+        assert (got[0] is spare) == (fused or not need_params)
+        for a, b in zip(want, [bits(a) for a in got if a is not None]):
+            np.testing.assert_array_equal(a, b)

@@ -92,9 +92,23 @@ def drive_cross_entropy(rng, dtype=np.float32):
         cross_entropy.backward(logits, targets, lse, normal(rng, ROWS + 2), -100, smoothing, "emu")
 
 
+DROPOUTS = ((0.2, 0, 0), (0.999, 12345678901234567, 2 ** 64 - 50), (0.0, 7, 3))   # the counter wraps around
+
+
 def drive_dropout(rng, dtype=np.float32):
-    for p, seed, offset in ((0.2, 0, 0), (0.999, 12345678901234567, 2 ** 64 - 50), (0.0, 7, 3)):   # the counter wraps
+    for p, seed, offset in DROPOUTS:
         dropout.multiply(normal(rng, (ROWS, COLS), 3.0, dtype), p, seed, offset, "emu")
+
+
+def drive_dropout_to(rng, dtype):
+    """dropout_multiply_to_*: a float32 gradient in, the 16-bit branch's dtype out."""
+    for p, seed, offset in DROPOUTS:
+        dropout.multiply(normal(rng, (ROWS, COLS), 3.0), p, seed, offset, "emu", dtype=dtype)
+
+
+def drive_dropout_add(rng, dtype=np.float32):
+    for p, seed, offset in DROPOUTS:
+        dropout.add(normal(rng, (ROWS, COLS), 3.0), normal(rng, (ROWS, COLS), 3.0, dtype), p, seed, offset, "emu")
 
 
 def drive_embedding_backward(rng):
@@ -191,7 +205,7 @@ DRIVERS = {
     "causal_attention_forward": drive_causal_attention, "causal_attention_backward_dq": drive_causal_attention,
     "causal_attention_backward_dkdv": drive_causal_attention,
     "cross_entropy_forward": drive_cross_entropy, "cross_entropy_backward": drive_cross_entropy,
-    "dropout_multiply": drive_dropout,
+    "dropout_multiply": drive_dropout, "dropout_add": drive_dropout_add,
     "embedding_backward": drive_embedding_backward,
     "index_check": drive_index_check, "index_check_i32": drive_index_check,
     "gelu_forward": drive_gelu, "gelu_backward": drive_gelu,
@@ -205,7 +219,9 @@ DRIVERS.update({runtime.entry_point(name, dtype): functools.partial(DRIVERS[name
                              "cross_entropy_backward", "gelu_forward", "gelu_backward", "layernorm_forward",
                              "layernorm_backward", "layernorm_backward_params", "layernorm_backward_fused")
                 for dtype in dtypes.HALF})
-DRIVERS.update({runtime.entry_point("dropout_multiply", dtype): functools.partial(drive_dropout, dtype=dtype)
+DRIVERS.update({runtime.entry_point(name, dtype): functools.partial(drive, dtype=dtype)
+                for name, drive in (("dropout_multiply", drive_dropout), ("dropout_multiply_to", drive_dropout_to),
+                                    ("dropout_add", drive_dropout_add))
                 for dtype in dtypes.HALF})
 DRIVERS.update({"multi_tensor_norm_clip": drive_multi_tensor_norm, "multi_tensor_scale": drive_multi_tensor_norm,
                 **{name: drive_multi_tensor_adamw for name in TABLE_KERNELS if "adamw" in name}})

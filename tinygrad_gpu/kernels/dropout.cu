@@ -29,32 +29,80 @@
 //
 // y may be x itself (an in-place multiply): each element is read and then written by the same
 // thread, and no other thread touches it, so the pointers are not declared __restrict__.
+//
+// The residual add of a transformer, out = residual + dropout(branch), is the same loop with one
+// more load (dropout_add, _f16, _bf16: a float32 residual stream, a branch in float32 or 16 bits,
+// a float32 out).  The unfused pair rounds x * keep to the branch's dtype, then adds it to the
+// float32 residual (a 16-bit value is exact in float32); so does the kernel.  Its backward is a
+// dropout of the float32 gradient that stores the branch's dtype (dropout_multiply_to_f16 / _bf16):
+// the unfused backward casts the gradient to the branch's dtype, then multiplies and rounds again;
+// the kernel rounds twice too, in one launch.
 
 #include "half_precision.h"
 #include "philox.h"
 
+// v rounded to T and back: what storing v in a T and loading it again gives (v itself for float).
 template <typename T>
-__device__ void dropout_multiply_all(const T* x, T* y, long long n, float p, float scale, unsigned long long seed,
-                                     unsigned long long offset) {
+__device__ __forceinline__ float rounded_to(float v) {
+    T stored;
+    store_float(&stored, v);
+    return load_float(&stored);
+}
+
+// y[i] = x[i] * keep[i], or residual[i] + x[i] * keep[i] when residual is not null.  Each rounding of
+// the unfused ops is kept: x is first rounded to y's dtype (the unfused backward casts the gradient to
+// the branch's dtype before its dropout; a no-op when TX is TY), and x * keep is rounded to x's dtype
+// before it is added to the residual (the unfused dropout stores it in the branch's dtype).
+template <typename TX, typename TY>
+__device__ void dropout_multiply_all(const TX* x, const float* residual, TY* y, long long n, float p, float scale,
+                                     unsigned long long seed, unsigned long long offset) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         const float keep = philox_uniform_at(offset + (unsigned long long)i, seed) >= p ? scale : 0.0f;
-        store_float(y + i, load_float(x + i) * keep);
+        float value = rounded_to<TY>(load_float(x + i)) * keep;
+        if (residual)
+            value = residual[i] + rounded_to<TX>(value);
+        store_float(y + i, value);
     }
 }
 
 extern "C" __global__ void dropout_multiply(const float* x, float* y, long long n, float p, float scale,
                                             unsigned long long seed, unsigned long long offset) {
-    dropout_multiply_all(x, y, n, p, scale, seed, offset);
+    dropout_multiply_all(x, (const float*)nullptr, y, n, p, scale, seed, offset);
+}
+
+extern "C" __global__ void dropout_add(const float* x, const float* residual, float* y, long long n, float p,
+                                       float scale, unsigned long long seed, unsigned long long offset) {
+    dropout_multiply_all(x, residual, y, n, p, scale, seed, offset);
 }
 
 #if TG_HALF_PRECISION
 extern "C" __global__ void dropout_multiply_f16(const __half* x, __half* y, long long n, float p, float scale,
                                                 unsigned long long seed, unsigned long long offset) {
-    dropout_multiply_all(x, y, n, p, scale, seed, offset);
+    dropout_multiply_all(x, (const float*)nullptr, y, n, p, scale, seed, offset);
 }
 
 extern "C" __global__ void dropout_multiply_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, long long n, float p,
                                                  float scale, unsigned long long seed, unsigned long long offset) {
-    dropout_multiply_all(x, y, n, p, scale, seed, offset);
+    dropout_multiply_all(x, (const float*)nullptr, y, n, p, scale, seed, offset);
+}
+
+extern "C" __global__ void dropout_multiply_to_f16(const float* x, __half* y, long long n, float p, float scale,
+                                                   unsigned long long seed, unsigned long long offset) {
+    dropout_multiply_all(x, (const float*)nullptr, y, n, p, scale, seed, offset);
+}
+
+extern "C" __global__ void dropout_multiply_to_bf16(const float* x, __nv_bfloat16* y, long long n, float p,
+                                                    float scale, unsigned long long seed, unsigned long long offset) {
+    dropout_multiply_all(x, (const float*)nullptr, y, n, p, scale, seed, offset);
+}
+
+extern "C" __global__ void dropout_add_f16(const __half* x, const float* residual, float* y, long long n, float p,
+                                           float scale, unsigned long long seed, unsigned long long offset) {
+    dropout_multiply_all(x, residual, y, n, p, scale, seed, offset);
+}
+
+extern "C" __global__ void dropout_add_bf16(const __nv_bfloat16* x, const float* residual, float* y, long long n,
+                                            float p, float scale, unsigned long long seed, unsigned long long offset) {
+    dropout_multiply_all(x, residual, y, n, p, scale, seed, offset);
 }
 #endif

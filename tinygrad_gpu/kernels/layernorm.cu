@@ -47,6 +47,13 @@
 //   they may share the workspace.  The launcher takes this kernel when the parameters' gradients
 //   are wanted and it fits (enough rows for a group, n <= 1024); else the pair above.
 //
+// In place: dx may be dout itself (the launcher passes dout as dx when nobody else holds it) or dx_add,
+// in layernorm_backward and layernorm_backward_fused: every element of the row is read by the first
+// loop, before the row sums' barrier, and element c is then read and written by the one thread that
+// owns it, and by nobody else; so those three pointers are not declared __restrict__.  Not so with the
+// plain pair's second kernel, which reads dout again after the first has written dx: there dout
+// stays dout.
+//
 // Optional pointers: bias may be null (a layer norm without a shift: out = xhat * w, with
 // nothing added), and so may dweight or dbias (a gradient nobody wants is not stored).  A
 // null pointer saves the launcher a buffer of zeros and the launch that fills it.  dx_add may
@@ -105,7 +112,7 @@ __device__ void layernorm_forward_row(const T* __restrict__ x, const T* __restri
 template <typename T>
 __device__ void layernorm_backward_row(const T* __restrict__ x, const T* __restrict__ weight,
                                        const float* __restrict__ mean, const float* __restrict__ rstd,
-                                       const T* __restrict__ dout, const T* __restrict__ dx_add, T* __restrict__ dx,
+                                       const T* dout, const T* dx_add, T* dx,
                                        int n) {
     const long long row = blockIdx.x;
     const T* xr = x + row * n;
@@ -162,8 +169,8 @@ __device__ void layernorm_backward_params_columns(const T* __restrict__ x, const
 template <typename T>
 __device__ void layernorm_backward_fused_rows(const T* __restrict__ x, const T* __restrict__ weight,
                                               const float* __restrict__ mean, const float* __restrict__ rstd,
-                                              const T* __restrict__ dout, const T* __restrict__ dx_add,
-                                              T* __restrict__ dx, T* __restrict__ dweight, T* __restrict__ dbias,
+                                              const T* dout, const T* dx_add,
+                                              T* dx, T* __restrict__ dweight, T* __restrict__ dbias,
                                               float* __restrict__ partials, unsigned* __restrict__ ticket,
                                               int n_rows, int n, int rows_per_block) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -262,8 +269,8 @@ extern "C" __global__ void layernorm_forward(const float* __restrict__ x, const 
 
 extern "C" __global__ void layernorm_backward(const float* __restrict__ x, const float* __restrict__ weight,
                                               const float* __restrict__ mean, const float* __restrict__ rstd,
-                                              const float* __restrict__ dout, const float* __restrict__ dx_add,
-                                              float* __restrict__ dx, int n) {
+                                              const float* dout, const float* dx_add,
+                                              float* dx, int n) {
     layernorm_backward_row(x, weight, mean, rstd, dout, dx_add, dx, n);
 }
 
@@ -279,8 +286,8 @@ extern "C" __global__ void layernorm_backward_params(const float* __restrict__ x
 // workspace of 2 * gridDim.x * n floats; *ticket must be 0 (the kernel leaves it 0).
 extern "C" __global__ void layernorm_backward_fused(const float* __restrict__ x, const float* __restrict__ weight,
                                                     const float* __restrict__ mean, const float* __restrict__ rstd,
-                                                    const float* __restrict__ dout, const float* __restrict__ dx_add,
-                                                    float* __restrict__ dx, float* __restrict__ dweight,
+                                                    const float* dout, const float* dx_add,
+                                                    float* dx, float* __restrict__ dweight,
                                                     float* __restrict__ dbias, float* __restrict__ partials,
                                                     unsigned* __restrict__ ticket, int n_rows, int n,
                                                     int rows_per_block) {
@@ -306,17 +313,17 @@ extern "C" __global__ void layernorm_forward_bf16(const __nv_bfloat16* __restric
 
 extern "C" __global__ void layernorm_backward_f16(const __half* __restrict__ x, const __half* __restrict__ weight,
                                                   const float* __restrict__ mean, const float* __restrict__ rstd,
-                                                  const __half* __restrict__ dout, const __half* __restrict__ dx_add,
-                                                  __half* __restrict__ dx, int n) {
+                                                  const __half* dout, const __half* dx_add,
+                                                  __half* dx, int n) {
     layernorm_backward_row(x, weight, mean, rstd, dout, dx_add, dx, n);
 }
 
 extern "C" __global__ void layernorm_backward_bf16(const __nv_bfloat16* __restrict__ x,
                                                    const __nv_bfloat16* __restrict__ weight,
                                                    const float* __restrict__ mean, const float* __restrict__ rstd,
-                                                   const __nv_bfloat16* __restrict__ dout,
-                                                   const __nv_bfloat16* __restrict__ dx_add,
-                                                   __nv_bfloat16* __restrict__ dx, int n) {
+                                                   const __nv_bfloat16* dout,
+                                                   const __nv_bfloat16* dx_add,
+                                                   __nv_bfloat16* dx, int n) {
     layernorm_backward_row(x, weight, mean, rstd, dout, dx_add, dx, n);
 }
 
@@ -339,8 +346,8 @@ extern "C" __global__ void layernorm_backward_params_bf16(const __nv_bfloat16* _
 
 extern "C" __global__ void layernorm_backward_fused_f16(const __half* __restrict__ x, const __half* __restrict__ weight,
                                                         const float* __restrict__ mean, const float* __restrict__ rstd,
-                                                        const __half* __restrict__ dout,
-                                                        const __half* __restrict__ dx_add, __half* __restrict__ dx,
+                                                        const __half* dout,
+                                                        const __half* dx_add, __half* dx,
                                                         __half* __restrict__ dweight, __half* __restrict__ dbias,
                                                         float* __restrict__ partials, unsigned* __restrict__ ticket,
                                                         int n_rows, int n, int rows_per_block) {
@@ -352,9 +359,9 @@ extern "C" __global__ void layernorm_backward_fused_bf16(const __nv_bfloat16* __
                                                          const __nv_bfloat16* __restrict__ weight,
                                                          const float* __restrict__ mean,
                                                          const float* __restrict__ rstd,
-                                                         const __nv_bfloat16* __restrict__ dout,
-                                                         const __nv_bfloat16* __restrict__ dx_add,
-                                                         __nv_bfloat16* __restrict__ dx,
+                                                         const __nv_bfloat16* dout,
+                                                         const __nv_bfloat16* dx_add,
+                                                         __nv_bfloat16* dx,
                                                          __nv_bfloat16* __restrict__ dweight,
                                                          __nv_bfloat16* __restrict__ dbias,
                                                          float* __restrict__ partials, unsigned* __restrict__ ticket,

@@ -145,7 +145,8 @@ def adds_in_kernel(device: str, x, weight, dout) -> bool:
 
 def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_is_spare: bool = False,
              need_bias: bool = True, dx_add=None, fused=None):
-    """dout_is_spare: nobody else holds dout, and the CPU computes dx in it. need_bias=False (no bias, or
+    """dout_is_spare: nobody else holds dout, and dx is computed in it (on the cpu; on emu and cuda by the
+    kernels that may, see layernorm.cu). need_bias=False (no bias, or
     its gradient is not wanted): dbias is None, and the kernel stores none (a null pointer). dx_add
     (rows, n) of x's dtype, or None: returned dx is dx + dx_add (see adds_in_kernel). fused: on emu and
     cuda, True or False forces the one-launch kernel or the pair (tests; True still needs need_params and
@@ -163,12 +164,14 @@ def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_i
     rows, n = x.shape
     x, weight, dout = (runtime.contiguous(xp, a) for a in (x, weight, dout))
     dx_add = None if dx_add is None else runtime.contiguous(xp, dx_add)
-    dx = xp.empty((rows, n), dtype)
     if fused is None:
         fused = use_fused(rows, n, need_params)
     elif fused and not (need_params and rows and 1 <= n <= FUSED_MAX_N):
         raise ValueError(f"layernorm.backward: the fused kernel computes the parameters' gradients of 1 or more "
                          f"rows of 1 to {FUSED_MAX_N} values, not need_params={need_params} for {rows} rows of {n}")
+    # dx written over a spare dout (a copy made by contiguous() is spare too), unless the plain pair's second
+    # kernel must read dout after the first has written dx
+    dx = dout if dout_is_spare and (fused or not need_params) else xp.empty((rows, n), dtype)
     if fused:
         dweight, dbias = xp.empty(n, dtype), (xp.empty(n, dtype) if need_bias else None)   # the kernel writes them
         per_block = group_rows(rows)

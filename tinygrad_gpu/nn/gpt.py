@@ -69,7 +69,9 @@ class CausalSelfAttention(Module):
         self.resid_dropout = Dropout(config.dropout)
         self.n_head, self.n_embd = config.n_head, config.n_embd
 
-    def forward(self, x, cache: KVCache = None):
+    def forward(self, x, cache: KVCache = None, residual: Tensor = None):
+        """The attention's output; with `residual`, residual + that output (the Block's residual add, made
+        with the dropout in one op)."""
         B, T, C = x.shape
         # (B, T, 3C) -> q, k and v, each (B, n_head, T, head_size): each head attends independently
         q, k, v = self.c_attn(x).reshape(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
@@ -84,7 +86,7 @@ class CausalSelfAttention(Module):
             visible = None if T == 1 else creation.ones(T, S, dtype=bool, device=x.device).tril(S - T)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=visible, dropout_p=dropout_p)
         y = y.transpose(1, 2).reshape(B, T, C)       # heads side by side again
-        return self.resid_dropout(self.c_proj(y))
+        return self.resid_dropout(self.c_proj(y), residual)
 
 
 class MLP(Module):
@@ -95,8 +97,9 @@ class MLP(Module):
         self.c_proj = Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = Dropout(config.dropout)
 
-    def forward(self, x):
-        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+    def forward(self, x, residual: Tensor = None):
+        """The MLP's output; with `residual`, residual + that output (one op with the dropout)."""
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))), residual)
 
 
 class Block(Module):
@@ -108,8 +111,10 @@ class Block(Module):
         self.mlp = MLP(config)
 
     def forward(self, x, cache: KVCache = None):
-        x = x + self.attn(self.ln_1(x), cache)
-        return x + self.mlp(self.ln_2(x))
+        # x = x + attn(ln_1(x)), then x = x + mlp(ln_2(x)); each branch adds itself to x as it ends, so that
+        # the add and the branch's dropout are one op (on a GPU, one kernel each way: nn.functional.dropout_add)
+        x = self.attn(self.ln_1(x), cache, residual=x)
+        return self.mlp(self.ln_2(x), residual=x)
 
 
 class GPT(Module):

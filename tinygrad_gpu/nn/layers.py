@@ -64,13 +64,16 @@ class LayerNorm(Module):
 
 
 class Dropout(Module):
-    """Zeroes elements with probability p in training mode; the identity in eval mode."""
+    """Zeroes elements with probability p in training mode; the identity in eval mode.
+    forward(x, residual) is residual + dropout(x), as one op (F.dropout_add: a residual add's branch)."""
 
     def __init__(self, p: float = 0.5):
         super().__init__()
         self.p = p
 
-    def forward(self, x):
+    def forward(self, x, residual=None):
+        if residual is not None:
+            return F.dropout_add(residual, x, self.p, self.training)
         return F.dropout(x, self.p, self.training)
 
     def extra_repr(self):

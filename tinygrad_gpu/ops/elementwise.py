@@ -152,6 +152,10 @@ class Cast(Function):
     keeps of every node (the input's dtype among it), so a backward can go through it again: autocast
     hands one cast of a parameter to every use of it in a region, each in a graph of its own."""
 
+    # The gradient cast back is a new array (x.to makes a Cast only between two different dtypes), so a
+    # parameter keeps it as its .grad without a copy.
+    returns_spare_gradients = True
+
     def forward(ctx, x, dtype):
         return x.data.astype(dtype)
 

@@ -331,3 +331,25 @@ class Dropout(Function):
     def backward(ctx, grad):
         dx = kernels.dropout.multiply(grad.data, ctx.p, ctx.seed, ctx.offset, ctx.device, x_is_spare=ctx.grad_is_spare)
         return Tensor._wrap(dx, ctx.device)
+
+
+class DropoutAdd(Function):
+    """residual + x * keep, the keep of Dropout above: a residual add and its branch's dropout in one kernel each
+    way (kernels/dropout.cu's dropout_add). residual float32; x float32 or 16 bits, rounded after its dropout
+    as the unfused op stores it; the sum float32. The backward sends the output's gradient to residual as it
+    is, and through the mask to x, stored in x's dtype by the same launch."""
+
+    @staticmethod
+    def composition(residual, x, p, seed, offset):
+        return residual + Dropout.composition(x, p, seed, offset)
+
+    def forward(ctx, residual, x, p, seed, offset):
+        ctx.p, ctx.seed, ctx.offset = p, seed, offset
+        return kernels.dropout.add(residual.data, x.data, p, seed, offset, ctx.device)
+
+    def backward(ctx, grad):
+        dx = None
+        if ctx.needs_input_grad[1]:
+            dx = Tensor._wrap(kernels.dropout.multiply(grad.data, ctx.p, ctx.seed, ctx.offset, ctx.device,
+                                                       dtype=ctx.input_dtypes[1]), ctx.device)
+        return grad, dx

@@ -151,8 +151,13 @@ def _cross_entropy_backward(grid, block, args):
 
 # ----------------------------------------------------------------------------- dropout.cu
 def _dropout_multiply(grid, block, args):
-    x, y, n, p, scale, seed, offset = args
-    _flat(y, n)[...] = dropout.reference(_flat(x, n), float(p), int(seed), int(offset), scale)
+    x, y, n, p, scale, seed, offset = args            # y's dtype: x's, or a 16-bit one for dropout_multiply_to_*
+    _flat(y, n)[...] = dropout.reference(_flat(x, n), float(p), int(seed), int(offset), scale, y.dtype)
+
+
+def _dropout_add(grid, block, args):
+    x, residual, y, n, p, scale, seed, offset = args
+    _flat(y, n)[...] = dropout.reference_add(_flat(residual, n), _flat(x, n), float(p), int(seed), int(offset), scale)
 
 
 # ----------------------------------------------------------------------------- embedding_backward.cu
@@ -337,6 +342,11 @@ BY_KERNEL = {
     "dropout_multiply": _dropout_multiply,
     "dropout_multiply_f16": _dropout_multiply,
     "dropout_multiply_bf16": _dropout_multiply,
+    "dropout_multiply_to_f16": _dropout_multiply,
+    "dropout_multiply_to_bf16": _dropout_multiply,
+    "dropout_add": _dropout_add,
+    "dropout_add_f16": _dropout_add,
+    "dropout_add_bf16": _dropout_add,
     "embedding_backward": _embedding_backward,
     "index_check": _index_check, "index_check_i32": _index_check,
     "gelu_forward": _gelu_forward,
