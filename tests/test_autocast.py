@@ -187,6 +187,149 @@ def test_two_backwards_in_one_region_share_the_cast_and_add_up(device):
     np.testing.assert_array_equal(w.grad.numpy(), 2 * once.grad.numpy())
 
 
+# ----------------------------------------------------------------------------- a region's parameters, cast together
+def tied_model(device):
+    """Two products and a weight used twice, once in a product (cast) and once in float32 (an embedding's way)."""
+    tg.manual_seed(5)
+    w1, w2 = (tg.randn(6, 6, device=device, requires_grad=True) for _ in range(2))
+    b = tg.randn(6, device=device, requires_grad=True)
+    x = tg.randn(4, 6, device=device)
+
+    def loss(dtype):
+        with tg.autocast(device_type(device), dtype=dtype):
+            h = F.linear(F.linear(x, w1, b).relu(), w2)
+            return (h.float() * (w2.sum(0) + 1)).sum()       # w2 also in float32: two gradients, one leaf
+    return (w1, w2, b), loss
+
+
+def cast_nodes(out):
+    """The class names of the nodes between `out`'s graph and the leaves that require grad."""
+    names, stack, seen = set(), [out._ctx], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen or isinstance(node, tg.Tensor):
+            continue
+        seen.add(id(node))
+        if any(isinstance(child, tg.Tensor) for child in node.next_nodes):
+            names.add(type(node).__name__)
+        stack.extend(node.next_nodes)
+    return names
+
+
+@pytest.mark.parametrize("low", HALF, ids=HALF_IDS)
+def test_the_next_region_casts_the_parameters_together_with_the_same_numbers(device, low):
+    """The first region casts each parameter at its first use; the next, on emu and cuda, casts all of them in one
+    launch when it meets the first, and the backward casts their gradients back together. Loss, gradients and
+    the leaves' hooks are those of the one-by-one casts."""
+    params, loss_of = tied_model(device)
+    seen = []
+    params[1].register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.numpy().copy()))
+    results = []
+    for region in range(3):
+        loss = loss_of(low)
+        assert ("CastTogether" in cast_nodes(loss)) == (region > 0 and device != "cpu")
+        loss.backward()
+        results.append([loss.numpy()] + [p.grad.numpy() for p in params])
+        assert all(p.grad.dtype == tg.float32 for p in params)
+        for p in params:
+            p.grad = None
+    for later in results[1:]:
+        for a, b in zip(results[0], later):
+            np.testing.assert_array_equal(a, b)
+    assert len(seen) == 3 and all(np.array_equal(h, results[0][2]) for h in seen)   # once each, when complete
+
+
+def test_casts_made_together_keep_the_other_ways_through_the_graph(device):
+    """tg.grad, create_graph and a cast of a parameter the last region did not cast: each as before."""
+    params, loss_of = tied_model(device)
+    loss_of(tg.bfloat16).backward()                              # the first region: one by one
+    want = [p.grad.numpy() for p in params]
+    got = tg.grad(loss_of(tg.bfloat16), list(params))           # wanted tensors: nothing is gathered
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(a, b.numpy())
+    first = tg.grad(loss_of(tg.bfloat16), [params[0]], create_graph=True)[0]
+    assert first.requires_grad                                   # a graph of the backward, through the casts
+    extra = tg.randn(6, 6, device=device, requires_grad=True)    # not cast by the last region: cast alone
+    with tg.autocast(device_type(device), dtype=tg.bfloat16):
+        F.linear(tg.randn(2, 6, device=device), params[0])
+        assert type(F.linear(tg.randn(2, 6, device=device), extra)._ctx.next_nodes[1]).__name__ == "Cast"
+
+
+@pytest.mark.skipif(not tg.cuda_available() or not tg.device.cupy().__name__.endswith("cupy_standin"),
+                    reason="reads the CuPy stand-in's counters")
+def test_on_the_standin_a_regions_parameters_are_cast_in_one_launch_each_way(monkeypatch):
+    from tinygrad_gpu import gradient_sums
+    from tinygrad_gpu.testing.cupy_standin import counters
+    monkeypatch.setattr(gradient_sums, "CHECK_SPARE", False)    # the suite's own check reads pointers on the host
+    tg.manual_seed(6)
+    weights = [tg.randn(8, 8, device="cuda", requires_grad=True) for _ in range(5)]
+    x = tg.randn(2, 8, device="cuda")
+
+    def forward():
+        h = x
+        with tg.autocast("cuda", dtype=tg.bfloat16):
+            for w in weights:
+                h = F.linear(h, w)
+            return h.float().sum()
+    launches = []
+    for region in range(2):                                      # the first: one cast each way per weight
+        counters.reset()
+        loss = forward()
+        forward_launches = counters.launches
+        counters.reset()
+        loss.backward()
+        launches.append((forward_launches, counters.launches))
+        assert all(w.grad.dtype == tg.float32 for w in weights)
+        for w in weights:
+            w.grad = None
+    (forward_first, backward_first), (forward_next, backward_next) = launches
+    assert forward_first - forward_next == backward_first - backward_next == len(weights) - 1
+
+
+@pytest.mark.parametrize("low", HALF, ids=HALF_IDS)
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_layer_norm_that_feeds_products_writes_the_products_dtype_with_the_same_numbers(device, low, bias):
+    """LayerNorm(feeds_products=True) under autocast: its output already in the region's dtype (no cast node
+    after it), and the output, the next product and every gradient the bits of the float32 layer norm plus the
+    product's cast; outside a region, float32 as always."""
+    tg.manual_seed(3)
+    norm = tg.nn.LayerNorm(24, bias=bias, feeds_products=True).to(device)
+    plain = tg.nn.LayerNorm(24, bias=bias).to(device)
+    plain.load_state_dict(norm.state_dict())
+    with tg.no_grad():
+        norm.weight.data[...] = tg.randn(24, device=device).data
+        plain.weight.data[...] = norm.weight.data
+    w = tg.randn(10, 24, device=device, requires_grad=True)
+    x0 = tg.randn(3, 20, 24, device=device) * 4 + 1
+    residual = tg.randn(3, 20, 24, device=device)              # x's gradient from elsewhere, added in the kernel
+    results = []
+    for layer in (norm, plain):
+        x = x0.detach().requires_grad_()
+        with tg.autocast(device_type(device), dtype=low):
+            h = layer(x)
+            assert h.dtype == (low if layer is norm else tg.float32)
+            y = F.linear(h, w)
+        (y.float().square().sum() + (x * residual).sum()).backward()
+        results.append([h.to(dtype=low).numpy(), y.numpy(), x.grad.numpy(), layer.weight.grad.numpy(), w.grad.numpy()]
+                       + ([layer.bias.grad.numpy()] if bias else []))
+        w.grad = None
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    assert norm(x0).dtype == tg.float32                                # no region: float32
+    with tg.autocast(device_type(device), dtype=low):
+        assert norm(x0.double()).dtype == tg.float64                   # float64 is never cast
+
+
+def test_layer_norm_out_dtype_is_for_float32_data_and_16_bit_out(device):
+    x = tg.randn(2, 8, device=device)
+    with pytest.raises(ValueError, match="layer_norm: out_dtype float64 is for float32 data and float16 or bfloat16"):
+        F.layer_norm(x, 8, out_dtype=tg.float64)
+    with pytest.raises(ValueError, match="got float64 data"):
+        F.layer_norm(x.double(), 8, out_dtype=tg.bfloat16)
+    got = F.layer_norm(x, 8, out_dtype=tg.bfloat16)
+    np.testing.assert_array_equal(got.numpy(), F.layer_norm(x, 8).to(dtype=tg.bfloat16).numpy())
+
+
 def test_a_cast_made_under_no_grad_is_not_kept_and_cache_enabled_false_keeps_none(device):
     from tinygrad_gpu.amp import autocast_mode
     x = tg.randn(3, 4, device=device)

@@ -189,6 +189,18 @@ def test_gelu(device, dtype, n, seed):
     assert np.isfinite(wide(y)).all() and np.isfinite(wide(dx)).all()
 
 
+@on_kernel_devices
+@by_storage_dtype
+def test_gelu_backward_over_a_spare_gradient_writes_it_with_the_same_bits(device, dtype):
+    rng = np.random.default_rng(4)
+    x, dy = float32(rng, 3000, scale=4.0).astype(dtype), float32(rng, 3000).astype(dtype)
+    (want,) = back(gelu.backward(*on(device, x, dy), device))
+    x_on, spare = on(device, x, dy)
+    got = gelu.backward(x_on, spare, device, dy_is_spare=True)
+    assert runtime.address(got) == runtime.address(spare)                # written over dy
+    np.testing.assert_array_equal(back(got)[0].view(np.uint8), want.view(np.uint8))
+
+
 # ----------------------------------------------------------------------------- adamw.cu
 @on_kernel_devices
 @given(st.integers(1, 2000), st.booleans(), st.sampled_from([0.0, 0.1]), st.integers(0, 2**32 - 1))

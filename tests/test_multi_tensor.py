@@ -287,6 +287,33 @@ def test_mixed_dtypes_in_a_group_take_the_per_tensor_path(device):
     assert params[2].numpy()[0] < 1 and params[2].dtype == tg.float64
 
 
+# ----------------------------------------------------------------------------- casts
+@pytest.mark.parametrize("half", [np.float16, tg.bfloat16], ids=["float16", "bfloat16"])
+def test_cast_there_and_back_is_astype_bit_for_bit(device, half):
+    given = arrays(device, SIZES, np.random.default_rng(30), scale=300.0)      # float16 overflows in places
+    halves = multi_tensor.cast(given, half, device)
+    backs = multi_tensor.cast(halves, np.float32, device)
+    for a, h, b in zip(given, halves, backs):
+        want = host(a).astype(half)
+        assert h.shape == b.shape == a.shape and h.dtype == half and b.dtype == np.float32
+        np.testing.assert_array_equal(host(h).view(np.uint16), want.view(np.uint16))
+        np.testing.assert_array_equal(host(b), want.astype(np.float32))
+    if device != "cpu":                                    # views of one new array, end to end
+        bases = {id(h.base) for h in halves if h.size}
+        assert len(bases) == 1 and sum(h.size for h in halves) == next(h.base for h in halves if h.size).size
+
+
+def test_cast_refuses_what_it_does_not_cast(device):
+    xp = devices.array_module(device)
+    with devices.use(device):
+        f32, f64 = xp.ones(3, np.float32), xp.ones(3, np.float64)
+    with pytest.raises(ValueError, match="casts float32 to float16 or bfloat16 or back, not float64 to float16"):
+        multi_tensor.cast([f64], np.float16, device)
+    with pytest.raises(ValueError, match="must share one dtype"):
+        multi_tensor.cast([f32, f32.astype(np.float16)], tg.bfloat16, device)
+    assert multi_tensor.cast([], np.float16, device) == []
+
+
 # ----------------------------------------------------------------------------- launches (the stand-in counts them)
 @on_standin
 def test_a_clip_and_a_step_are_a_few_launches():

@@ -163,6 +163,18 @@ def drive_layernorm_fused(rng, dtype=np.float32):
                            dx_add=normal(rng, (rows, COLS), dtype=dtype) if add else None, fused=True)
 
 
+def drive_layernorm_mixed(rng, dtype, fused):
+    """float32 data, a 16-bit out and dout (autocast's layer norm): the forward's to_*, the backward's from_*."""
+    for bias in (normal(rng, COLS), None):
+        rows = COLS + 40 if fused else ROWS
+        x = normal(rng, (rows, COLS), 2.0) + np.float32(5)
+        weight = normal(rng, COLS)
+        _, mean, rstd = layernorm.forward(x, weight, bias, 1e-5, "emu", out_dtype=dtype)
+        layernorm.backward(x, weight, mean, rstd, normal(rng, (rows, COLS), dtype=dtype), True, "emu",
+                           need_bias=bias is not None, dx_add=None if bias is None else normal(rng, (rows, COLS)),
+                           fused=fused)
+
+
 def drive_philox(rng):
     for seed, offset in ((0, 0), (12345678901234567, 2 ** 64 - 50)):  # the counter wraps around 2^64
         philox.uniform("emu", ROWS * COLS, seed, offset)
@@ -193,9 +205,17 @@ def drive_multi_tensor_adamw(rng):
                                                 **settings)
 
 
+def drive_multi_tensor_cast(rng, dtype):
+    shapes = [(ROWS, COLS), (0,), (), (COLS,), (5000,)] * 14                # 70 tensors: two tables
+    halves = multi_tensor.cast([np.asarray(normal(rng, s, 3.0)) for s in shapes], dtype, "emu")
+    multi_tensor.cast(halves, np.float32, "emu")
+
+
 # The multi-tensor kernels get their tensors as addresses in a table: test_table_adapter_matches_the_emulated_kernel.
+CAST_KERNELS = {multi_tensor.cast_kernel(a, b): functools.partial(drive_multi_tensor_cast, dtype=half)
+                for half in dtypes.HALF for a, b in ((np.float32, half), (half, np.float32))}
 TABLE_KERNELS = {"multi_tensor_norm_clip", "multi_tensor_scale", "multi_tensor_adamw_update",
-                 "multi_tensor_adamw_count_step", "multi_tensor_adamw_update_skippable"}
+                 "multi_tensor_adamw_count_step", "multi_tensor_adamw_update_skippable", *CAST_KERNELS}
 
 DRIVERS = {
     "adamw_update": drive_adamw,
@@ -223,8 +243,12 @@ DRIVERS.update({runtime.entry_point(name, dtype): functools.partial(drive, dtype
                 for name, drive in (("dropout_multiply", drive_dropout), ("dropout_multiply_to", drive_dropout_to),
                                     ("dropout_add", drive_dropout_add))
                 for dtype in dtypes.HALF})
+DRIVERS.update({f"layernorm_{kernel}{suffix}": functools.partial(drive_layernorm_mixed, dtype=dtype,
+                                                                  fused=kernel == "backward_fused_from")
+                for kernel in ("forward_to", "backward_from", "backward_params_from", "backward_fused_from")
+                for dtype, suffix in ((np.float16, "_f16"), (dtypes.bfloat16, "_bf16"))})
 DRIVERS.update({"multi_tensor_norm_clip": drive_multi_tensor_norm, "multi_tensor_scale": drive_multi_tensor_norm,
-                **{name: drive_multi_tensor_adamw for name in TABLE_KERNELS if "adamw" in name}})
+                **{name: drive_multi_tensor_adamw for name in TABLE_KERNELS if "adamw" in name}, **CAST_KERNELS})
 # float32 rounding and different summation orders. gelu's derivative cancels twice for x of a few units
 # (0.5 (1 + t) and 1 - t^2 with t = tanh(u) near -1), so one ulp of tanhf shows as ~1e-7 |x|^3 there.
 # adamw's arithmetic is the kernel's, step for step: relative only, as its moments are small numbers.
@@ -284,22 +308,23 @@ def test_launch_names_a_missing_adapter():
         kernel_references.launch("no_such_kernel", (1,), (32,), [])
 
 
-def table_memory(args) -> list:
+def table_memory(name, args) -> list:
     """What a multi-tensor launch may touch: its array arguments and the arrays its table names (lists 1-3 of a
     norm's or a scale's table are empty: their addresses are 0)."""
     memory = [a for a in args if isinstance(a, np.ndarray)]
     for table in (a for a in args if isinstance(a, np.void)):
         count = int(table["count"])
-        for j in range(multi_tensor.LISTS):
+        for j, dtype in enumerate(kernel_references.table_dtypes(name)):
             if table["list"][j, :count].any():
-                memory += kernel_references.table_arrays(table, j, zero_d=j == multi_tensor.STEP_LIST)
+                memory += kernel_references.table_arrays(table, j, zero_d=j == multi_tensor.STEP_LIST, dtype=dtype)
     return memory
 
 
 TABLE_TOLERANCE = {"multi_tensor_norm_clip": TOLERANCE["default"], "multi_tensor_scale": dict(rtol=0, atol=0),
                    "multi_tensor_adamw_update": TOLERANCE["adamw_update"],
                    "multi_tensor_adamw_count_step": dict(rtol=0, atol=0),
-                   "multi_tensor_adamw_update_skippable": TOLERANCE["adamw_update_skippable"]}
+                   "multi_tensor_adamw_update_skippable": TOLERANCE["adamw_update_skippable"],
+                   **{name: dict(rtol=0, atol=0) for name in CAST_KERNELS}}
 
 
 @pytest.mark.parametrize("kernel", sorted(TABLE_KERNELS))
@@ -312,7 +337,7 @@ def test_table_adapter_matches_the_emulated_kernel(kernel, monkeypatch):
     def checking(device, filename, name, grid, block, args, shared_mem=0):
         if name != kernel:
             return real_launch(device, filename, name, grid, block, args, shared_mem)
-        memory = table_memory(args)
+        memory = table_memory(name, args)
         before = [a.copy() for a in memory]
         real_launch(device, filename, name, grid, block, args, shared_mem)
         after = [a.copy() for a in memory]
@@ -320,7 +345,7 @@ def test_table_adapter_matches_the_emulated_kernel(kernel, monkeypatch):
             a[...] = b
         kernel_references.BY_KERNEL[name](tuple(grid), tuple(block), tuple(args))
         for i, (got, want) in enumerate(zip(memory, after)):
-            np.testing.assert_allclose(got, want, err_msg=f"{name}: array {i}", **TABLE_TOLERANCE[name])
+            np.testing.assert_allclose(wide(got), wide(want), err_msg=f"{name}: array {i}", **TABLE_TOLERANCE[name])
             got[...] = want
         checked.append(len(memory))
 

@@ -69,9 +69,17 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
 
 def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, into_leaves) -> None:
     """Step 2 and 3 above: each node's backward, in order, its results added into its inputs' sums.
-    Autocast is off: each backward computes in the dtypes its forward chose (amp/autocast_mode.py)."""
+    Autocast is off: each backward computes in the dtypes its forward chose (amp/autocast_mode.py).
+
+    One exception to the order: a node whose class has ``backward_together`` (fused.CastTogether, autocast's
+    casts of a region's parameters) and whose input is a leaf waits, and so does that leaf; once every
+    other node is done, each such class's waiting nodes run their backward together (one launch for all
+    of them), and then the waiting leaves get their gradients and run their hooks."""
+    together, waiting = {}, {}          # class -> [(node, grad)]; id(leaf) -> leaf, in the order first met
     with set_grad_enabled(create_graph), autocast_mode.suspended():
         for node in order:
+            if id(node) in waiting:
+                continue                                        # its gradient is complete only after the loop
             with devices.use(node.device):                      # on a GPU: where this node lives
                 grad, spare = sums.pop(node)                    # (a slice's gradient is made full-size here)
                 if grad is None:
@@ -80,12 +88,14 @@ def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, in
                     captured[id(node)], spare = grad, False    # the caller's array from now on
                 if isinstance(node, Tensor):                    # a leaf
                     if into_leaves:
-                        _accumulate_into_leaf(node, grad, spare, create_graph)
-                        hooks = _post_accumulate_grad_hooks.get(id(node)) if _post_accumulate_grad_hooks else None
-                        for hook in list(hooks.values()) if hooks else ():
-                            hook(node)
+                        _into_leaf(node, grad, spare, create_graph)
                     continue
                 if needed is not None and id(node) not in needed:
+                    continue
+                if type(node).backward_together is not None and into_leaves and not create_graph \
+                        and isinstance(node.next_nodes[0], Tensor):
+                    together.setdefault(type(node), []).append((node, grad))
+                    waiting.setdefault(id(node.next_nodes[0]), node.next_nodes[0])
                     continue
                 input_grads = _call_backward(node, grad, spare, create_graph, sums)
                 if not retain_graph:
@@ -93,6 +103,25 @@ def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, in
                 for child, shape, child_grad in zip(node.next_nodes, node.input_meta, input_grads):
                     if child is not None and child_grad is not None:
                         sums.add(child, child_grad, shape, spare=node.returns_spare_gradients)
+        for cls, pairs in together.items():
+            nodes = [node for node, _ in pairs]
+            with devices.use(nodes[0].device):
+                for node, child_grad in zip(nodes, cls.backward_together(nodes, [grad for _, grad in pairs])):
+                    sums.add(node.next_nodes[0], child_grad, node.input_meta[0], spare=cls.returns_spare_gradients)
+                    if not retain_graph:
+                        node.release()
+        for leaf in waiting.values():
+            with devices.use(leaf.device):
+                grad, spare = sums.pop(leaf)
+                _into_leaf(leaf, grad, spare, create_graph)
+
+
+def _into_leaf(leaf: Tensor, grad: Tensor, spare: bool, create_graph: bool) -> None:
+    """A leaf's gradient for this backward, complete: added into its .grad, then its post-accumulate hooks."""
+    _accumulate_into_leaf(leaf, grad, spare, create_graph)
+    hooks = _post_accumulate_grad_hooks.get(id(leaf)) if _post_accumulate_grad_hooks else None
+    for hook in list(hooks.values()) if hooks else ():
+        hook(leaf)
 
 
 # ----------------------------------------------------------------------------- hooks

@@ -93,6 +93,9 @@ class Function:
     # backward may compute its result in that array instead of a new one (the fused ops hand it on to
     # their kernels' launchers as a *_is_spare argument).
     grad_is_spare = False
+    # A staticmethod backward_together(nodes, grads) -> [grad of each node's input]: the backward of several nodes
+    # of this class at once, made by the engine for those whose input is a leaf (autograd._visit says when).
+    backward_together = None
     float_only = False            # set True when integer inputs must be computed as floats (division)
     # The engine sets this for the length of backward (None otherwise): gradient_so_far reads it.
     _sums_in_backward = None

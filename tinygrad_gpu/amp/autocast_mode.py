@@ -31,6 +31,9 @@ Where we differ from PyTorch:
 * The float32 ops decide for themselves only: an op built from other ops (logsumexp, var, ...)
   casts as its parts do, where PyTorch casts once for the whole op.
 * F.binary_cross_entropy is refused inside a float16 or bfloat16 region, as PyTorch refuses it.
+* A LayerNorm made with ``feeds_products=True`` (GPT's are) returns the region's dtype, not float32:
+  its output goes only into products, which would cast it, so the kernel writes it so at once
+  (computed in float32, rounded once: the same numbers each way, one launch fewer each way).
 
 Backward passes run with autocast off, so each backward op computes in the dtypes its forward
 chose (``autograd.run_backward`` calls ``suspended()``); a parameter's gradient flows back through
@@ -39,12 +42,21 @@ the rest of the region (``cache_enabled``), so a weight used twice (tied, or in 
 LSTM) is cast once; the cache empties when the outermost region ends, which is why a region
 should hold the forward pass and the loss, not the optimizer's step.
 
+On emu and cuda the parameters' casts are made together: a training loop's regions cast the same
+parameters step after step, so the first time a region meets a parameter that the last region cast,
+it casts every parameter the last region cast (those still alive) in one launch (``fused.casts_together``),
+and the backward casts their gradients back in one launch too (the engine gathers them:
+``autograd._visit``). The numbers are the one-by-one casts'. (A parameter changed in place in the middle
+of a region, under no_grad, after the first of them was met would keep its earlier value there.)
+
 This module holds the state and the casting rules; the ops call ``low_precision``, ``float32``
-and ``suspended``. It imports no tensors: the ops give it theirs.
+and ``suspended``. It imports no tensors: the ops give it theirs (the casts made together are made by
+``ops.fused``, imported when first needed).
 """
 from __future__ import annotations
 
 import functools
+import weakref
 
 import numpy as np
 
@@ -59,6 +71,8 @@ class _State:
     depth = 0                     # how many autocast regions (enabled or not) are open
     suspended = 0                 # > 0 while a backward runs: no casting at all
     cache = {}                    # id(leaf) -> (leaf, its cast): the casts of parameters in this region
+    cast_in_region = {}           # (device, dtype) -> [leaf]: the parameters this outermost region has cast
+    cast_in_last_region = {}      # the same, of the last outermost region (weak references), until cast again
 
 
 def device_type(device: str) -> str:
@@ -126,6 +140,9 @@ class autocast:
         _State.depth -= 1
         if _State.depth == 0:               # the outermost region ends: its parameters' casts go
             _State.cache.clear()
+            _State.cast_in_last_region = {key: [weakref.ref(leaf) for leaf in leaves]
+                                          for key, leaves in _State.cast_in_region.items()}
+            _State.cast_in_region = {}
         return False
 
     def __call__(self, fn):
@@ -160,10 +177,36 @@ def _cast(t, dtype, cache: bool):
     kept = _State.cache.get(id(t))
     if kept is not None and kept[0] is t and kept[1].dtype == dtype:
         return kept[1]
+    if _cast_last_regions_parameters(t, dtype):
+        return _State.cache[id(t)][1]
     cast = t.to(dtype=dtype)
     if cast.requires_grad:                  # recorded: grad mode was on
         _State.cache[id(t)] = (t, cast)     # the leaf is kept too, so that its id stays its own
+        _State.cast_in_region.setdefault((t.device, dtype), []).append(t)
     return cast
+
+
+def _cast_last_regions_parameters(t, dtype) -> bool:
+    """If `t` is among the parameters the last region cast to `dtype` on its device (emu or cuda), cast all of
+    them that are still leaves of float32 that require grad, in one launch, and keep those casts for this region
+    (once per region); True when `t`'s cast is among them."""
+    key = (t.device, dtype)
+    last = _State.cast_in_last_region.get(key)
+    if not last or t.device == "cpu":
+        return False
+    from ..ops import fused                 # here, not at the top: the ops import this module
+    from ..tensor import is_grad_enabled
+    if not (is_grad_enabled() and fused.kernels.fused_enabled()):
+        return False
+    leaves = [leaf for leaf in (ref() for ref in last) if leaf is not None and leaf.is_leaf and leaf.requires_grad
+              and leaf.dtype == dtypes.float32 and leaf.device == t.device and id(leaf) not in _State.cache]
+    if not any(leaf is t for leaf in leaves):
+        return False
+    del _State.cast_in_last_region[key]
+    for leaf, cast in zip(leaves, fused.casts_together(leaves, dtype)):
+        _State.cache[id(leaf)] = (leaf, cast)
+    _State.cast_in_region.setdefault(key, []).extend(leaves)
+    return True
 
 
 def low_precision(*tensors):

@@ -15,7 +15,8 @@ works, why it is numerically safe.
     causal_softmax.cu      scale + causal mask + softmax of attention, forward and backward
     causal_attention.cu    causal attention tile by tile (online softmax, dropout drawn inside), forward and backward
     dropout.cu             dropout's multiply, its mask drawn in the kernel (Philox) in both directions
-    multi_tensor.cu        one launch for a list of tensors: global grad norm + clip coefficient, scale, Adam/AdamW
+    multi_tensor.cu        one launch for a list of tensors: global grad norm + clip coefficient, scale, Adam/AdamW,
+                           float32 <-> 16-bit casts
     index_check.cu         are all indices in range? one flag on the GPU (deferred_checks.check_range)
     block_reduce.h         warp and block sums/maxima shared by the row kernels
     adamw.h                one element of an Adam/AdamW step, shared by adamw.cu and multi_tensor.cu

@@ -18,6 +18,10 @@
 // x, dy and the output in __half or __nv_bfloat16.  x and dy become floats as they are loaded,
 // t, the slope and the product are computed in float32 exactly as for float32 data, and y or dx
 // is rounded once, to nearest even, into the 16-bit output.
+//
+// dx may be dy itself (the launcher computes in the incoming gradient when nobody else holds it):
+// element i is read and then written by one thread and no other, so those two pointers are not
+// declared __restrict__.
 
 #include "half_precision.h"
 
@@ -34,7 +38,7 @@ __device__ void gelu_forward_all(const T* __restrict__ x, T* __restrict__ y, lon
 }
 
 template <typename T>
-__device__ void gelu_backward_all(const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx, long long n) {
+__device__ void gelu_backward_all(const T* __restrict__ x, const T* dy, T* dx, long long n) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         float v = load_float(x + i);
         float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
@@ -49,8 +53,7 @@ extern "C" __global__ void gelu_forward(const float* __restrict__ x, float* __re
     gelu_forward_all(x, y, n);
 }
 
-extern "C" __global__ void gelu_backward(const float* __restrict__ x, const float* __restrict__ dy,
-                                         float* __restrict__ dx, long long n) {
+extern "C" __global__ void gelu_backward(const float* __restrict__ x, const float* dy, float* dx, long long n) {
     gelu_backward_all(x, dy, dx, n);
 }
 
@@ -64,13 +67,13 @@ extern "C" __global__ void gelu_forward_bf16(const __nv_bfloat16* __restrict__ x
     gelu_forward_all(x, y, n);
 }
 
-extern "C" __global__ void gelu_backward_f16(const __half* __restrict__ x, const __half* __restrict__ dy,
-                                             __half* __restrict__ dx, long long n) {
+extern "C" __global__ void gelu_backward_f16(const __half* __restrict__ x, const __half* dy, __half* dx,
+                                             long long n) {
     gelu_backward_all(x, dy, dx, n);
 }
 
-extern "C" __global__ void gelu_backward_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ dy,
-                                              __nv_bfloat16* __restrict__ dx, long long n) {
+extern "C" __global__ void gelu_backward_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* dy,
+                                              __nv_bfloat16* dx, long long n) {
     gelu_backward_all(x, dy, dx, n);
 }
 #endif

@@ -38,11 +38,12 @@ def reference_backward(x, dy):
 
 
 # ----------------------------------------------------------------------------- launcher
-def _elementwise(kernel: str, device: str, *inputs):
-    """Launch `kernel` for inputs of one dtype (float32, float16 or bfloat16); the output has it too."""
+def _elementwise(kernel: str, device: str, *inputs, into_last: bool = False):
+    """Launch `kernel` for inputs of one dtype (float32, float16 or bfloat16); the output has it too. into_last:
+    the output is written over the last input (a spare array; a copy made by contiguous() is spare too)."""
     xp, dtype = devices.array_module(device), inputs[0].dtype
     inputs = [runtime.contiguous(xp, a) for a in inputs]
-    out = xp.empty(inputs[0].shape, dtype)
+    out = inputs[-1] if into_last else xp.empty(inputs[0].shape, dtype)
     n = out.size
     if n:
         runtime.launch(device, FILE, runtime.entry_point(kernel, dtype), (runtime.grid_stride_grid(n),), (256,),
@@ -68,10 +69,11 @@ def forward_keeping_slope(x, device: str):
 
 
 def backward(x, dy, device: str, slope=None, dy_is_spare: bool = False):
-    """dx for the output's gradient dy; `slope` is what forward_keeping_slope() kept, if anything."""
+    """dx for the output's gradient dy; `slope` is what forward_keeping_slope() kept, if anything. dy_is_spare:
+    nobody else holds dy, and dx is computed in it (a copy made by contiguous() is spare too)."""
     if slope is not None:
         return fast_cpu.gelu_backward_from_slope(slope, dy, x.dtype, dy_is_spare)
     if not runtime.use_kernel(device, x, dy, half=True):
         return reference_backward(x, dy)
-    return _elementwise("gelu_backward", device, x, dy)
+    return _elementwise("gelu_backward", device, x, dy, into_last=dy_is_spare)
 

@@ -69,6 +69,8 @@
 //
 // 16-bit types (half_precision.h): the entry points ending _f16 / _bf16 take x, weight, bias,
 // dout and write out, dx, dweight and dbias in __half or __nv_bfloat16 (all of one type).
+// (Or mixed: *_to_f16 / _to_bf16 read float32 and write a 16-bit out; *_from_f16 / _from_bf16 read a
+// 16-bit dout and float32 everything else -- see the end of this file.)
 // Every value becomes a float as it is loaded; the sums, mean, variance, rstd, xhat and the
 // column sums of the parameters' gradients (the fused kernel's workspace too) are float32,
 // exactly as for float32 data, and mean and rstd are saved as float32 (the backward needs
@@ -77,9 +79,9 @@
 #include "block_reduce.h"
 #include "half_precision.h"
 
-template <typename T>
+template <typename T, typename TO>
 __device__ void layernorm_forward_row(const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
-                                      T* __restrict__ out, float* __restrict__ mean_out, float* __restrict__ rstd_out,
+                                      TO* __restrict__ out, float* __restrict__ mean_out, float* __restrict__ rstd_out,
                                       int n, float eps) {
     const long long row = blockIdx.x;
     const T* xr = x + row * n;
@@ -92,7 +94,7 @@ __device__ void layernorm_forward_row(const T* __restrict__ x, const T* __restri
         squares += d * d;
     }
     const float rstd = rsqrtf(block_sum(squares) / n + eps);
-    T* o = out + row * n;
+    TO* o = out + row * n;
     // One loop per case, each a single expression, so that the compiler may fuse the last product
     // with the bias's add (an FMA) just as before bias became optional.  The branch is the same for
     // the whole grid: no divergence.
@@ -109,14 +111,14 @@ __device__ void layernorm_forward_row(const T* __restrict__ x, const T* __restri
     }
 }
 
-template <typename T>
+template <typename T, typename TD>
 __device__ void layernorm_backward_row(const T* __restrict__ x, const T* __restrict__ weight,
                                        const float* __restrict__ mean, const float* __restrict__ rstd,
-                                       const T* dout, const T* dx_add, T* dx,
+                                       const TD* dout, const T* dx_add, T* dx,
                                        int n) {
     const long long row = blockIdx.x;
     const T* xr = x + row * n;
-    const T* dr = dout + row * n;
+    const TD* dr = dout + row * n;
     const float m = mean[row], r = rstd[row];
     float sum_g = 0.0f, sum_g_xhat = 0.0f;
     for (int c = threadIdx.x; c < n; c += blockDim.x) {
@@ -135,9 +137,9 @@ __device__ void layernorm_backward_row(const T* __restrict__ x, const T* __restr
     }
 }
 
-template <typename T>
+template <typename T, typename TD>
 __device__ void layernorm_backward_params_columns(const T* __restrict__ x, const float* __restrict__ mean,
-                                                  const float* __restrict__ rstd, const T* __restrict__ dout,
+                                                  const float* __restrict__ rstd, const TD* __restrict__ dout,
                                                   T* __restrict__ dweight, T* __restrict__ dbias, int n_rows, int n) {
     __shared__ float partial_w[8][33], partial_b[8][33];   // 33: a pad that avoids shared-memory bank conflicts
     const int col = blockIdx.x * 32 + threadIdx.x;
@@ -166,10 +168,10 @@ __device__ void layernorm_backward_params_columns(const T* __restrict__ x, const
 #define LN_FUSED_WARPS 8            // warps per block of layernorm_backward_fused (blockDim.x = 256)
 #define LN_FUSED_MAX_PER_LANE 32    // columns a lane owns at most: the fused kernel takes n <= 32 * 32 = 1024
 
-template <typename T>
+template <typename T, typename TD>
 __device__ void layernorm_backward_fused_rows(const T* __restrict__ x, const T* __restrict__ weight,
                                               const float* __restrict__ mean, const float* __restrict__ rstd,
-                                              const T* dout, const T* dx_add,
+                                              const TD* dout, const T* dx_add,
                                               T* dx, T* __restrict__ dweight, T* __restrict__ dbias,
                                               float* __restrict__ partials, unsigned* __restrict__ ticket,
                                               int n_rows, int n, int rows_per_block) {
@@ -184,7 +186,7 @@ __device__ void layernorm_backward_fused_rows(const T* __restrict__ x, const T* 
 
     for (long long row = first + warp; row < end; row += LN_FUSED_WARPS) {
         const T* xr = x + row * n;
-        const T* dr = dout + row * n;
+        const TD* dr = dout + row * n;
         const float m = mean[row], r = rstd[row];
         float sum_g = 0.0f, sum_g_xhat = 0.0f;
 #pragma unroll
@@ -366,6 +368,80 @@ extern "C" __global__ void layernorm_backward_fused_bf16(const __nv_bfloat16* __
                                                          __nv_bfloat16* __restrict__ dbias,
                                                          float* __restrict__ partials, unsigned* __restrict__ ticket,
                                                          int n_rows, int n, int rows_per_block) {
+    layernorm_backward_fused_rows(x, weight, mean, rstd, dout, dx_add, dx, dweight, dbias, partials, ticket, n_rows,
+                                  n, rows_per_block);
+}
+
+// Mixed dtypes, for autocast (nn.LayerNorm's output_for_products): x, weight and bias float32, out in 16 bits
+// (the cast the product that reads it would make, written at once); and back, dout in 16 bits with
+// everything else float32.
+extern "C" __global__ void layernorm_forward_to_f16(const float* __restrict__ x, const float* __restrict__ weight,
+                                                    const float* __restrict__ bias, __half* __restrict__ out,
+                                                    float* __restrict__ mean_out, float* __restrict__ rstd_out,
+                                                    int n, float eps) {
+    layernorm_forward_row(x, weight, bias, out, mean_out, rstd_out, n, eps);
+}
+
+extern "C" __global__ void layernorm_forward_to_bf16(const float* __restrict__ x, const float* __restrict__ weight,
+                                                     const float* __restrict__ bias, __nv_bfloat16* __restrict__ out,
+                                                     float* __restrict__ mean_out, float* __restrict__ rstd_out,
+                                                     int n, float eps) {
+    layernorm_forward_row(x, weight, bias, out, mean_out, rstd_out, n, eps);
+}
+
+extern "C" __global__ void layernorm_backward_from_f16(const float* __restrict__ x, const float* __restrict__ weight,
+                                                       const float* __restrict__ mean, const float* __restrict__ rstd,
+                                                       const __half* dout, const float* dx_add, float* dx, int n) {
+    layernorm_backward_row(x, weight, mean, rstd, dout, dx_add, dx, n);
+}
+
+extern "C" __global__ void layernorm_backward_from_bf16(const float* __restrict__ x, const float* __restrict__ weight,
+                                                        const float* __restrict__ mean, const float* __restrict__ rstd,
+                                                        const __nv_bfloat16* dout, const float* dx_add, float* dx,
+                                                        int n) {
+    layernorm_backward_row(x, weight, mean, rstd, dout, dx_add, dx, n);
+}
+
+extern "C" __global__ void layernorm_backward_params_from_f16(const float* __restrict__ x,
+                                                              const float* __restrict__ mean,
+                                                              const float* __restrict__ rstd,
+                                                              const __half* __restrict__ dout,
+                                                              float* __restrict__ dweight, float* __restrict__ dbias,
+                                                              int n_rows, int n) {
+    layernorm_backward_params_columns(x, mean, rstd, dout, dweight, dbias, n_rows, n);
+}
+
+extern "C" __global__ void layernorm_backward_params_from_bf16(const float* __restrict__ x,
+                                                               const float* __restrict__ mean,
+                                                               const float* __restrict__ rstd,
+                                                               const __nv_bfloat16* __restrict__ dout,
+                                                               float* __restrict__ dweight, float* __restrict__ dbias,
+                                                               int n_rows, int n) {
+    layernorm_backward_params_columns(x, mean, rstd, dout, dweight, dbias, n_rows, n);
+}
+
+extern "C" __global__ void layernorm_backward_fused_from_f16(const float* __restrict__ x,
+                                                             const float* __restrict__ weight,
+                                                             const float* __restrict__ mean,
+                                                             const float* __restrict__ rstd, const __half* dout,
+                                                             const float* dx_add, float* dx,
+                                                             float* __restrict__ dweight, float* __restrict__ dbias,
+                                                             float* __restrict__ partials,
+                                                             unsigned* __restrict__ ticket, int n_rows, int n,
+                                                             int rows_per_block) {
+    layernorm_backward_fused_rows(x, weight, mean, rstd, dout, dx_add, dx, dweight, dbias, partials, ticket, n_rows,
+                                  n, rows_per_block);
+}
+
+extern "C" __global__ void layernorm_backward_fused_from_bf16(const float* __restrict__ x,
+                                                              const float* __restrict__ weight,
+                                                              const float* __restrict__ mean,
+                                                              const float* __restrict__ rstd,
+                                                              const __nv_bfloat16* dout, const float* dx_add,
+                                                              float* dx, float* __restrict__ dweight,
+                                                              float* __restrict__ dbias, float* __restrict__ partials,
+                                                              unsigned* __restrict__ ticket, int n_rows, int n,
+                                                              int rows_per_block) {
     layernorm_backward_fused_rows(x, weight, mean, rstd, dout, dx_add, dx, dweight, dbias, partials, ticket, n_rows,
                                   n, rows_per_block);
 }

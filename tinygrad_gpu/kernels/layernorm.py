@@ -4,7 +4,8 @@
 dout, need_params, need_bias=True)`` -> (dx, dweight, dbias).  x and dout: (rows, n); weight,
 bias: (n,), bias may be None (no shift).  x, weight, bias and dout share one dtype, which out,
 dx, dweight and dbias have too; mean and rstd are float32 for float32, float16 and bfloat16 data
-(float64 for float64).
+(float64 for float64).  One mix is taken too, for autocast: float32 data with out (``out_dtype``) and
+dout in float16 or bfloat16.
 
 The launchers allocate only what the kernels write: a missing bias, or a dbias nobody wants,
 goes to the kernel as a null pointer (None: the emulator's null, and CuPy's from version 14 on,
@@ -23,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import device as devices
+from .. import dtypes
 from . import fast_cpu, runtime
 
 FILE = "layernorm.cu"
@@ -41,10 +43,10 @@ FUSED_MIN_ROWS = GROUP_ROWS_MIN
 
 
 # ----------------------------------------------------------------------------- reference
-def reference_forward(x, weight, bias, eps: float):
+def reference_forward(x, weight, bias, eps: float, out_dtype=None):
     """layernorm.cu's forward: mean, variance around the mean, xhat, then scale and shift. Computed in
-    runtime.working_dtype (float32 for float16 and bfloat16 data); out is rounded once to x's dtype,
-    mean and rstd stay in the working dtype, as the kernel saves them."""
+    runtime.working_dtype (float32 for float16 and bfloat16 data); out is rounded once to out_dtype (by
+    default x's), mean and rstd stay in the working dtype, as the kernel saves them."""
     xp, dtype = runtime.array_module_of(x), x.dtype
     x = x.astype(runtime.working_dtype(dtype))
     mean = x.mean(axis=1)
@@ -53,7 +55,7 @@ def reference_forward(x, weight, bias, eps: float):
     out = (x - mean[:, None]) * rstd[:, None] * weight       # a 16-bit weight or bias meets float32: float32
     if bias is not None:
         out = out + bias
-    return out.astype(dtype), mean, rstd
+    return out.astype(dtype if out_dtype is None else out_dtype), mean, rstd
 
 
 def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True, dx_add=None):
@@ -61,7 +63,7 @@ def reference_backward(x, weight, mean, rstd, dout, need_params: bool = True, dx
     normalising cancels (a shift and a rescaling); plus dx_add where it is given (a gradient of x from
     elsewhere, summed in). dweight = sum of dout xhat, dbias = sum of dout. Computed in
     runtime.working_dtype (float32 for float16 and bfloat16 data, the sums too), each result rounded
-    once to x's dtype."""
+    once to x's dtype (dout may be 16-bit where x is float32: the mixed kernels')."""
     dtype = x.dtype
     x, mean, rstd, dout = (a.astype(runtime.working_dtype(dtype)) for a in (x, mean, rstd, dout))
     xhat = (x - mean[:, None]) * rstd[:, None]
@@ -120,27 +122,48 @@ def use_fused(rows: int, n: int, need_params: bool) -> bool:
 
 
 # ----------------------------------------------------------------------------- launcher
-def forward(x, weight, bias, eps: float, device: str):
+def forward(x, weight, bias, eps: float, device: str, out_dtype=None):
+    """out_dtype: out's, by default x's; float16 or bfloat16 for float32 x, weight and bias (the mixed kernels:
+    computed as for float32, out rounded once)."""
+    out_dtype = x.dtype if out_dtype is None else np.dtype(out_dtype)
+    if out_dtype != x.dtype and not (x.dtype == np.float32 and dtypes.is_half(out_dtype)):
+        raise ValueError(f"layernorm.forward: {x.dtype} data gives {x.dtype}, or float32 a 16-bit out, not {out_dtype}")
     if runtime.use_fast_cpu(device, x, weight, bias):
-        return fast_cpu.layernorm_forward(x, weight, bias, eps)
+        out, mean, rstd = fast_cpu.layernorm_forward(x, weight, bias, eps)
+        return out.astype(out_dtype, copy=False), mean, rstd
     if not runtime.use_kernel(device, x, weight, bias, half=True):
-        return reference_forward(x, weight, bias, eps)
+        return reference_forward(x, weight, bias, eps, out_dtype)
     xp, dtype = devices.array_module(device), x.dtype
     rows, n = x.shape
     x, weight = runtime.contiguous(xp, x), runtime.contiguous(xp, weight)
     bias = None if bias is None else runtime.contiguous(xp, bias)      # None: a null pointer, nothing added
-    out, statistics = xp.empty((rows, n), dtype), xp.empty((2, rows), np.float32)
+    out, statistics = xp.empty((rows, n), out_dtype), xp.empty((2, rows), np.float32)
     mean, rstd = statistics[0], statistics[1]                           # two contiguous rows, one allocation
+    kernel = runtime.entry_point("layernorm_forward", dtype) if out_dtype == dtype else \
+        runtime.entry_point("layernorm_forward_to", out_dtype)
     if rows:
-        runtime.launch(device, FILE, runtime.entry_point("layernorm_forward", dtype), (rows,), (runtime.row_block(n),),
+        runtime.launch(device, FILE, kernel, (rows,), (runtime.row_block(n),),
                        [x, weight, bias, out, mean, rstd, np.int32(n), np.float32(eps)])
     return out, mean, rstd
+
+
+def _kernel_dtypes(device: str, x, weight, dout) -> bool:
+    """Do these take a backward kernel: one dtype of the kernels' (x's), or float32 with a 16-bit dout?"""
+    if dout is not None and dout.dtype != x.dtype and x.dtype == np.float32 and dtypes.is_half(dout.dtype):
+        return runtime.use_kernel(device, x, weight)
+    return runtime.use_kernel(device, x, weight, dout, half=True)
+
+
+def _entry(kernel: str, x, dout) -> str:
+    """kernel's entry point for x's dtype, or its _from_f16 / _from_bf16 one for a 16-bit dout of float32 x."""
+    return runtime.entry_point(kernel, x.dtype) if dout.dtype == x.dtype else \
+        runtime.entry_point(kernel + "_from", dout.dtype)
 
 
 def adds_in_kernel(device: str, x, weight, dout) -> bool:
     """Does backward run the kernel for these arrays, which adds dx_add on the way out? (Elsewhere a
     caller lets the engine sum the gradients, as it would anyway.)"""
-    return not runtime.use_fast_cpu(device, x, weight, dout) and runtime.use_kernel(device, x, weight, dout, half=True)
+    return not runtime.use_fast_cpu(device, x, weight, dout) and _kernel_dtypes(device, x, weight, dout)
 
 
 def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_is_spare: bool = False,
@@ -154,10 +177,12 @@ def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_i
     if dx_add is not None and not adds_in_kernel(device, x, weight, dout):
         dx, dweight, dbias = backward(x, weight, mean, rstd, dout, need_params, device, dout_is_spare, need_bias)
         return dx + dx_add, dweight, dbias
+    if device == "cpu" and x.dtype == np.float32 and dtypes.is_half(dout.dtype):
+        dout, dout_is_spare = dout.astype(np.float32), True    # the cpu's float32 way, on a new (spare) array
     if runtime.use_fast_cpu(device, x, weight, dout):
         dx, dweight, dbias = fast_cpu.layernorm_backward(x, weight, mean, rstd, dout, need_params, dout_is_spare)
         return dx, dweight, (dbias if need_bias else None)
-    if not runtime.use_kernel(device, x, weight, dout, half=True):
+    if not _kernel_dtypes(device, x, weight, dout):
         dx, dweight, dbias = reference_backward(x, weight, mean, rstd, dout, need_params)
         return dx, dweight, (dbias if need_bias else None)
     xp, dtype = devices.array_module(device), x.dtype
@@ -171,18 +196,19 @@ def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_i
                          f"rows of 1 to {FUSED_MAX_N} values, not need_params={need_params} for {rows} rows of {n}")
     # dx written over a spare dout (a copy made by contiguous() is spare too), unless the plain pair's second
     # kernel must read dout after the first has written dx
-    dx = dout if dout_is_spare and (fused or not need_params) else xp.empty((rows, n), dtype)
+    in_place = dout_is_spare and dout.dtype == dtype and (fused or not need_params)
+    dx = dout if in_place else xp.empty((rows, n), dtype)
     if fused:
         dweight, dbias = xp.empty(n, dtype), (xp.empty(n, dtype) if need_bias else None)   # the kernel writes them
         per_block = group_rows(rows)
         blocks = -(-rows // per_block)
         work = _workspace(device)
-        runtime.launch(device, FILE, runtime.entry_point("layernorm_backward_fused", dtype), (blocks,), (FUSED_BLOCK,),
+        runtime.launch(device, FILE, _entry("layernorm_backward_fused", x, dout), (blocks,), (FUSED_BLOCK,),
                        [x, weight, mean, rstd, dout, dx_add, dx, dweight, dbias, work.partials_for(2 * blocks * n),
                         work.ticket, np.int32(rows), np.int32(n), np.int32(per_block)])
         return dx, dweight, dbias
     if rows:
-        runtime.launch(device, FILE, runtime.entry_point("layernorm_backward", dtype), (rows,), (runtime.row_block(n),),
+        runtime.launch(device, FILE, _entry("layernorm_backward", x, dout), (rows,), (runtime.row_block(n),),
                        [x, weight, mean, rstd, dout, dx_add, dx, np.int32(n)])
     if not need_params:
         return dx, None, None
@@ -190,6 +216,6 @@ def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_i
         return dx, xp.zeros(n, dtype), (xp.zeros(n, dtype) if need_bias else None)
     dweight, dbias = xp.empty(n, dtype), (xp.empty(n, dtype) if need_bias else None)   # the kernel writes them
     if n:
-        runtime.launch(device, FILE, runtime.entry_point("layernorm_backward_params", dtype), (-(-n // 32),), (32, 8),
+        runtime.launch(device, FILE, _entry("layernorm_backward_params", x, dout), (-(-n // 32),), (32, 8),
                        [x, mean, rstd, dout, dweight, dbias, np.int32(rows), np.int32(n)])
     return dx, dweight, dbias

@@ -41,7 +41,13 @@
 //       tensor's own step t (already counted), step_size and bias_correction2_sqrt computed from t in
 //       double by thread 0 per piece, exactly as adamw.cu's adamw_update_skippable does
 // The count and the update are two launches: an update block that read t while another block of the
-// same launch added 1 to it would race. Reference: multi_tensor.py (NumPy); launchers: the same file.
+// same launch added 1 to it would race.
+//   multi_tensor_cast_to_f16 / _to_bf16 (out: list 1): list 1's tensor k = list 0's (float32) rounded to
+//       16 bits, to nearest even; multi_tensor_cast_from_f16 / _from_bf16: a 16-bit list 0 to float32
+//       (exact). Autocast's casts of a region's parameters, and of their gradients back, in one launch
+//       each way (amp/autocast_mode.py). The table's addresses are float* whatever the data: these
+//       kernels read and write them as the 16-bit type their name says (half_precision.h).
+// Reference: multi_tensor.py (NumPy); launchers: the same file.
 //
 // Why it is numerically safe: squares and sums in float32, as the array ops of clip_grad_norm_'s
 // plain path: a gradient whose square overflows makes the norm inf (and the coefficient 0), an inf
@@ -51,6 +57,7 @@
 // the per-tensor kernel's bits.
 #include "block_reduce.h"
 #include "adamw.h"
+#include "half_precision.h"
 
 #define MT_MAX_TENSORS 64          // per table: (1 + 5) * 8 bytes a tensor, under the 4 KiB of parameters
 #define MT_LISTS 5
@@ -168,3 +175,19 @@ extern "C" __global__ void multi_tensor_adamw_update_skippable(const TensorTable
                           decay, l2);
     });
 }
+
+#if TG_HALF_PRECISION
+template <typename TI, typename TO>
+__device__ void cast_all(const TensorTable& table) {
+    for_each_piece(table, [&](int k, long long begin, long long end) {
+        const TI* in = (const TI*)table.list[0][k];
+        TO* out = (TO*)table.list[1][k];
+        for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) store_float(out + i, load_float(in + i));
+    });
+}
+
+extern "C" __global__ void multi_tensor_cast_to_f16(const TensorTable table) { cast_all<float, __half>(table); }
+extern "C" __global__ void multi_tensor_cast_to_bf16(const TensorTable table) { cast_all<float, __nv_bfloat16>(table); }
+extern "C" __global__ void multi_tensor_cast_from_f16(const TensorTable table) { cast_all<__half, float>(table); }
+extern "C" __global__ void multi_tensor_cast_from_bf16(const TensorTable table) { cast_all<__nv_bfloat16, float>(table); }
+#endif

@@ -8,6 +8,7 @@ one emu or cuda device; other dtypes and devices keep their per-tensor paths:
     adamw_update(params, grads, exp_avgs, exp_avg_sqs, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
                  weight_decay=0.01, step=t, device=d)                               # adamw.adamw_update, for all
     adamw_update_skippable(params, grads, exp_avgs, exp_avg_sqs, steps, found_inf, lr=1e-3, ..., device=d)
+    halves = cast(arrays, bfloat16, device=d)          # each array in another float dtype: views of one new array
 
 Lists of arrays, the k-th of each list belonging to one tensor; every array float32 and C-contiguous (a gradient
 of another dtype or layout is copied to one first), updated in place. Each call launches once per table of up to
@@ -81,6 +82,11 @@ def reference_adamw_count_step(steps, found_inf) -> None:
     """multi_tensor_adamw_count_step: adamw.reference_count_step of each 0-d step array."""
     for step in steps:
         adamw.reference_count_step(step, found_inf)
+
+
+def reference_cast(arrays, dtype) -> list:
+    """multi_tensor_cast_*: each array in `dtype` (rounded to nearest even into 16 bits; exact into float32)."""
+    return [a.astype(dtype) for a in arrays]
 
 
 def reference_adamw_update_skippable(params, grads, exp_avgs, exp_avg_sqs, steps, found_inf, **scalars) -> None:
@@ -230,3 +236,35 @@ def adamw_update_skippable(params, grads, exp_avgs, exp_avg_sqs, steps, found_in
             runtime.launch(device, FILE, "multi_tensor_adamw_update_skippable", _grid(elements, MAX_BLOCKS),
                            (BLOCK,), [table, found_inf, np.float64(lr), np.float64(beta1), np.float64(beta2),
                                       np.float32(eps), np.float32(w["decay"]), np.float32(w["l2"])])
+
+
+def cast_kernel(source, dtype) -> str:
+    """The multi_tensor_cast_* entry point from `source` to `dtype`: one of them float32, the other 16 bits."""
+    source, dtype = np.dtype(source), np.dtype(dtype)
+    if source == np.float32 and dtype in runtime.KERNEL_DTYPES and dtype != np.float32:
+        return runtime.entry_point("multi_tensor_cast_to", dtype)
+    if dtype == np.float32 and source in runtime.KERNEL_DTYPES and source != np.float32:
+        return runtime.entry_point("multi_tensor_cast_from", source)
+    raise ValueError(f"multi_tensor.cast: casts float32 to float16 or bfloat16 or back, not {source} to {dtype}")
+
+
+def cast(arrays, dtype, device: str) -> list:
+    """Each of `arrays` (one dtype, float32 or 16 bits) in `dtype` (16 bits or float32), in one launch per table:
+    the results are C-contiguous views of one new flat array, laid end to end in the order given."""
+    if not arrays:
+        return []
+    dtype, kernel = np.dtype(dtype), cast_kernel(arrays[0].dtype, dtype)
+    if any(a.dtype != arrays[0].dtype for a in arrays):
+        raise ValueError(f"multi_tensor.cast: the arrays must share one dtype, got {sorted({str(a.dtype) for a in arrays})}")
+    if device == "cpu":
+        return reference_cast(arrays, dtype)
+    xp = devices.array_module(device)
+    with devices.use(device):
+        arrays = [runtime.contiguous(xp, a).reshape(a.shape) for a in arrays]   # (a 0-d array stays 0-d)
+        flat = xp.empty(sum(a.size for a in arrays), dtype)
+    ends = np.cumsum([a.size for a in arrays]).tolist()
+    outs = [flat[end - a.size:end].reshape(a.shape) for a, end in zip(arrays, ends)]
+    for table, elements in tables(arrays, outs):
+        if elements:
+            runtime.launch(device, FILE, kernel, _grid(elements, MAX_BLOCKS), (BLOCK,), [table])
+    return outs

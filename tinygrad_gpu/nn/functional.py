@@ -327,8 +327,12 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -
 
 # ----------------------------------------------------------------------------- layers
 def layer_norm(x: Tensor, normalized_shape, weight: Tensor = None, bias: Tensor = None,
-               eps: float = 1e-5) -> Tensor:
-    """Normalise over the last len(normalized_shape) dims to mean 0, variance 1; then scale and shift."""
+               eps: float = 1e-5, *, out_dtype=None) -> Tensor:
+    """Normalise over the last len(normalized_shape) dims to mean 0, variance 1; then scale and shift.
+
+    out_dtype (not PyTorch's): the result's dtype, float16 or bfloat16 for float32 data (after autocast's
+    cast up): computed in float32 and rounded once, as .to(out_dtype) of the float32 result would be, but
+    written so by the kernel, without a cast of its own each way (nn.LayerNorm's feeds_products)."""
     normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(normalized_shape)
     if x.shape[x.ndim - k:] != normalized_shape:
@@ -339,11 +343,14 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor = None, bias: Tensor 
             raise ValueError(f"layer_norm: {name} of shape {t.shape} does not match normalized_shape "
                              f"{normalized_shape}")
     x, weight, bias = autocast_mode.float32(x, weight, bias)     # autocast: the statistics need float32
+    if out_dtype is not None and (x.dtype != dtypes.float32 or not dtypes.is_half(out_dtype)):
+        raise ValueError(f"layer_norm: out_dtype {np.dtype(out_dtype)} is for float32 data and float16 or bfloat16 "
+                         f"out, got {x.dtype} data; leave it out to get the data's dtype")
     n = math.prod(normalized_shape)
     weight = weight.reshape(n) if weight is not None else ones(n, dtype=x.dtype, device=x.device)
     bias = () if bias is None else (bias.reshape(n),)          # no shift: nothing to add, no gradient to sum
     op = fused.LayerNormRows.apply if _use_fused(x, weight, *bias) and x.numel() else fused.LayerNormRows.composition
-    return op(x, weight, *bias, eps=eps)
+    return op(x, weight, *bias, eps=eps, out_dtype=None if out_dtype is None else np.dtype(out_dtype))
 
 
 def embedding(input: Tensor, weight: Tensor) -> Tensor:

@@ -105,9 +105,11 @@ class MLP(Module):
 class Block(Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
+        # feeds_products: each layer norm's output goes only into a product (c_attn, c_fc, lm_head), so under
+        # autocast it is written in the products' dtype at once instead of cast by a launch of its own
+        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias, feeds_products=True)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias, feeds_products=True)
         self.mlp = MLP(config)
 
     def forward(self, x, cache: KVCache = None):
@@ -126,7 +128,7 @@ class GPT(Module):
             wpe=Embedding(config.block_size, config.n_embd),
             drop=Dropout(config.dropout),
             h=ModuleList([Block(config) for _ in range(config.n_layer)]),
-            ln_f=LayerNorm(config.n_embd, bias=config.bias),
+            ln_f=LayerNorm(config.n_embd, bias=config.bias, feeds_products=True),
         ))
         self.lm_head = Linear(config.n_embd, config.vocab_size, bias=False)
         # Weight tying: the output layer scores each token with its own input embedding.

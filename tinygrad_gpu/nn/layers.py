@@ -2,7 +2,8 @@
 holding its parameters around a function from ``nn.functional``."""
 from __future__ import annotations
 
-from .. import creation
+from .. import creation, dtypes
+from ..amp import autocast_mode
 from . import functional as F
 from . import init
 from .module import Module, Parameter
@@ -46,9 +47,14 @@ class Embedding(Module):
 
 
 class LayerNorm(Module):
+    """PyTorch's LayerNorm. feeds_products=True (not PyTorch's): the output goes only into matrix products,
+    so under autocast it is written in the region's dtype at once (F.layer_norm's out_dtype: the same numbers
+    as the float32 output the products would cast), saving the cast's launch each way."""
+
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
-                 device=None, dtype=None):
+                 device=None, dtype=None, feeds_products: bool = False):
         super().__init__()
+        self.feeds_products = feeds_products
         self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.eps = eps
         affine = elementwise_affine
@@ -57,6 +63,9 @@ class LayerNorm(Module):
             if affine and bias else None
 
     def forward(self, x):
+        low = autocast_mode.region_dtype(x.device) if self.feeds_products else None
+        if low is not None and x.dtype in (dtypes.float32, *dtypes.HALF):     # a float64 x is never cast
+            return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps, out_dtype=low)
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):

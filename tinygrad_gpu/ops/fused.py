@@ -54,23 +54,26 @@ class CrossEntropyRows(Function):
 
 class LayerNormRows(Function):
     """Layer norm over the last n values of x (..., n), scaled by weight (n,) and shifted by bias (n,),
-    if there is one: the kernel sees x as (rows, n), every leading dimension a row."""
+    if there is one: the kernel sees x as (rows, n), every leading dimension a row. out_dtype: the output's,
+    by default x's; a 16-bit one for float32 data (computed in float32, rounded once: the cast a product
+    that reads it would make, made by the kernel itself)."""
 
     returns_spare_gradients = True
 
     @staticmethod
-    def composition(x, weight, bias=None, eps=1e-5):
+    def composition(x, weight, bias=None, eps=1e-5, out_dtype=None):
         rows = x.reshape(-1, weight.shape[0])
         centered = rows - rows.mean(1, keepdim=True)
         out = centered * ((centered * centered).mean(1, keepdim=True) + eps).rsqrt() * weight
-        return (out if bias is None else out + bias).reshape(x.shape)
+        out = (out if bias is None else out + bias).reshape(x.shape)
+        return out if out_dtype is None else out.to(dtype=out_dtype)
 
-    def forward(ctx, x, weight, bias=None, eps=1e-5):
+    def forward(ctx, x, weight, bias=None, eps=1e-5, out_dtype=None):
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
         rows = x.data.reshape(-1, weight.shape[0])
         out, ctx.mean, ctx.rstd = kernels.layernorm.forward(rows, weight.data, None if bias is None else bias.data,
-                                                            eps, ctx.device)
+                                                            eps, ctx.device, out_dtype)
         return out.reshape(x.shape)
 
     def backward(ctx, grad):
@@ -353,3 +356,35 @@ class DropoutAdd(Function):
             dx = Tensor._wrap(kernels.dropout.multiply(grad.data, ctx.p, ctx.seed, ctx.offset, ctx.device,
                                                        dtype=ctx.input_dtypes[1]), ctx.device)
         return grad, dx
+
+
+class CastTogether(Function):
+    """x.to(dtype), where the cast was made together with others' by one launch (casts_together below). Its
+    backward is Cast's, gradient cast back to x's dtype; the engine gathers those of a backward's casts that
+    lead straight to leaves and makes them together too, with backward_together: one launch for all."""
+
+    returns_spare_gradients = True
+
+    def forward(ctx, x, dtype, made):
+        return made
+
+    def backward(ctx, grad):
+        return grad.to(dtype=ctx.input_dtypes[0])
+
+    @staticmethod
+    def backward_together(nodes, grads) -> list:
+        """The backward of every node, as one multi-tensor cast when the gradients share a dtype."""
+        back = {node.input_dtypes[0] for node in nodes}
+        if len(back) > 1 or len({g.dtype for g in grads}) > 1:
+            return [node.backward(g) for node, g in zip(nodes, grads)]
+        device = nodes[0].device
+        made = kernels.multi_tensor.cast([g.data for g in grads], back.pop(), device)
+        return [Tensor._wrap(m, device) for m in made]
+
+
+def casts_together(tensors, dtype) -> list:
+    """[t.to(dtype) for t in tensors] in one launch (kernels/multi_tensor.cu): float32 tensors of one emu or cuda
+    device, cast to float16 or bfloat16, each result a view of one new array. autocast casts a region's
+    parameters so (amp/autocast_mode.py)."""
+    made = kernels.multi_tensor.cast([t.data for t in tensors], dtype, tensors[0].device)
+    return [CastTogether.apply(t, dtype=np.dtype(dtype), made=m) for t, m in zip(tensors, made)]

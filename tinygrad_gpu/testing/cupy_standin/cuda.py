@@ -34,10 +34,10 @@ class runtime:
 
 
 
-def _launch_bytes(args) -> int:
+def _launch_bytes(name: str, args) -> int:
     """The bytes of a launch's arrays, including those a multi-tensor table (a struct argument) names."""
     from .kernel_references import table_bytes
-    tables = sum(table_bytes(a) for a in args if isinstance(a, np.void))
+    tables = sum(table_bytes(a, name) for a in args if isinstance(a, np.void))
     return _array.array_bytes([a for a in args if isinstance(a, np.ndarray)]) + tables
 
 
@@ -59,7 +59,7 @@ class RawKernel:
                 arrays.append(a)
         if counters.track_sites:           # what the launch costs a GPU, for gpu_readiness.py's table
             from .kernel_references import launch_flops
-            counters.launched(ours=True, flops=launch_flops(self.name, arrays), nbytes=_launch_bytes(arrays))
+            counters.launched(ours=True, flops=launch_flops(self.name, arrays), nbytes=_launch_bytes(self.name, arrays))
         else:
             counters.launched(ours=True)
         if os.environ.get("TINYGRAD_GPU_STANDIN_KERNELS", "emulate") == "reference":

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 
+import ml_dtypes
 import numpy as np
 
 from ...kernels import adamw, causal_softmax, cross_entropy, embedding_backward, gelu, grad_scaler, layernorm, philox
@@ -237,17 +238,27 @@ def _layernorm_backward_fused(grid, block, args):
 
 
 # ----------------------------------------------------------------------------- multi_tensor.cu
-def table_arrays(table, j: int, zero_d: bool = False) -> list:
+def table_arrays(table, j: int, zero_d: bool = False, dtype=np.float32) -> list:
     """List j of a multi_tensor.cu TensorTable (the numpy.void a launch got) as NumPy views of the memory its
-    addresses name: flat, with the sizes the table gives (list 0's), or 0-d (`zero_d`: the step counts). The
-    stand-in's arrays are NumPy memory of this process, so an address is all it takes."""
-    start, views = table["start"], []
+    addresses name: flat, with the sizes the table gives (list 0's), or 0-d (`zero_d`: the step counts); of
+    `dtype` (a cast's 16-bit list: table_dtypes). The stand-in's arrays are NumPy memory of this process, so
+    an address is all it takes."""
+    start, views, dtype = table["start"], [], np.dtype(dtype)
     for k in range(int(table["count"])):
         n = 1 if zero_d else int(start[k + 1] - start[k])
-        view = np.ctypeslib.as_array((ctypes.c_float * n).from_address(int(table["list"][j, k]))) if n else \
-            np.zeros(0, np.float32)
+        view = np.ctypeslib.as_array((ctypes.c_uint8 * (n * dtype.itemsize)).from_address(
+            int(table["list"][j, k]))).view(dtype) if n else np.zeros(0, dtype)
         views.append(view.reshape(()) if zero_d else view)
     return views
+
+
+def table_dtypes(name: str) -> list:
+    """The dtype of each list of the table that kernel `name` takes: float32, but for a cast's 16-bit side."""
+    dtypes_ = [np.dtype(np.float32)] * multi_tensor.LISTS
+    if name.startswith("multi_tensor_cast_"):
+        half = {"f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16)}[name.rsplit("_", 1)[1]]
+        dtypes_[1 if "_to_" in name else 0] = half
+    return dtypes_
 
 
 def launch_flops(name: str, args) -> int:
@@ -257,13 +268,14 @@ def launch_flops(name: str, args) -> int:
     return causal_attention_flops(name, args) if name.startswith("causal_attention_") else 0
 
 
-def table_bytes(table) -> int:
-    """The bytes of the arrays a TensorTable names (float32; a step count is one value), each counted once: the
-    traffic of a launch given it, for gpu_readiness.py's cost on paper (the stand-in cannot see through it)."""
-    count, start = int(table["count"]), table["start"]
-    elements = [1 if j == multi_tensor.STEP_LIST else int(start[count] - start[0]) for j in range(multi_tensor.LISTS)
-                if count and table["list"][j, 0]]
-    return 4 * sum(elements)
+def table_bytes(table, name: str = "") -> int:
+    """The bytes of the arrays a TensorTable names (of table_dtypes(name); a step count is one value), each counted
+    once: the traffic of a launch given it, for gpu_readiness.py's cost on paper (the stand-in cannot see
+    through it)."""
+    count, start, sizes = int(table["count"]), table["start"], table_dtypes(name)
+    elements = [(1 if j == multi_tensor.STEP_LIST else int(start[count] - start[0])) * sizes[j].itemsize
+                for j in range(multi_tensor.LISTS) if count and table["list"][j, 0]]
+    return sum(elements)
 
 
 def _multi_tensor_norm_clip(grid, block, args):
@@ -284,6 +296,15 @@ def _multi_tensor_adamw_update(grid, block, args):
                                         beta1=1 - float(one_minus_beta1), beta2=1 - float(one_minus_beta2),
                                         bias_correction2_sqrt=float(bc2_sqrt), eps=float(eps), decay=float(decay),
                                         l2=float(l2))
+
+
+def _multi_tensor_cast(name):
+    def adapter(grid, block, args):
+        (table,), (source, target) = args, table_dtypes(name)[:2]
+        for out, value in zip(table_arrays(table, 1, dtype=target),
+                              multi_tensor.reference_cast(table_arrays(table, 0, dtype=source), target)):
+            out[...] = value
+    return adapter
 
 
 def _multi_tensor_adamw_count_step(grid, block, args):
@@ -367,10 +388,16 @@ BY_KERNEL = {
     "layernorm_backward_fused": _layernorm_backward_fused,
     "layernorm_backward_fused_f16": _layernorm_backward_fused,
     "layernorm_backward_fused_bf16": _layernorm_backward_fused,
+    **{f"layernorm_{kernel}_{way}{suffix}": adapter for suffix in ("_f16", "_bf16")
+       for kernel, way, adapter in (("forward", "to", _layernorm_forward), ("backward", "from", _layernorm_backward),
+                                    ("backward_params", "from", _layernorm_backward_params),
+                                    ("backward_fused", "from", _layernorm_backward_fused))},
     "philox_uniform": _philox_uniform,
     "philox_normal": _philox_normal,
     "multi_tensor_norm_clip": _multi_tensor_norm_clip,
     "multi_tensor_scale": _multi_tensor_scale,
+    **{name: _multi_tensor_cast(name) for name in ("multi_tensor_cast_to_f16", "multi_tensor_cast_to_bf16",
+                                                   "multi_tensor_cast_from_f16", "multi_tensor_cast_from_bf16")},
     "multi_tensor_adamw_update": _multi_tensor_adamw_update,
     "multi_tensor_adamw_count_step": _multi_tensor_adamw_count_step,
     "multi_tensor_adamw_update_skippable": _multi_tensor_adamw_update_skippable,
