@@ -160,3 +160,53 @@ def test_a_fused_op_given_one_tensor_twice_differentiates_each_use_once():
             return gx.numpy(), tg.grad((gx * gx).sum(), [x])[0].numpy()
     for got, want in zip(second_order(True), second_order(False)):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- the step's gradients in one array
+def base_of(array):
+    return array if array.base is None else array.base
+
+
+def test_a_backwards_parameter_gradients_are_written_into_one_array(device):
+    """Linear's dW and layer norm's parameters' gradients (its kernel's, on emu and cuda) go straight into places
+    the engine made in one array for the leaves whose .grad the backward makes: views of it, no copies; the
+    values those of separate arrays."""
+    tg.manual_seed(1)
+    layers = tg.nn.Sequential(tg.nn.Linear(6, 8), tg.nn.LayerNorm(8), tg.nn.Linear(8, 3, bias=False)).to(device)
+    x = tg.randn(20, 6, device=device)
+    layers(x).square().sum().backward()
+    grads = {name: p.grad for name, p in layers.named_parameters()}
+    written = ["0.weight", "2.weight"] + (["1.weight", "1.bias"] if device != "cpu" else [])
+    assert len({id(base_of(grads[name].data)) for name in written}) == 1
+    for name, p in layers.named_parameters():                    # against a backward that takes no places
+        (want,) = tg.grad(layers(x).square().sum(), [p])
+        np.testing.assert_allclose(grads[name].numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_places_are_new_each_backward_and_gradients_still_add_up(device):
+    """A gradient a caller kept from the last step is never written again (each backward makes its own array);
+    a second backward without zero_grad adds into .grad as always."""
+    tg.manual_seed(2)
+    layer = tg.nn.Linear(5, 4).to(device)
+    x = tg.randn(3, 5, device=device)
+    layer(x).sum().backward()
+    kept = layer.weight.grad
+    first = kept.numpy().copy()
+    layer.weight.grad = None
+    (2 * layer(x)).sum().backward()
+    np.testing.assert_array_equal(kept.numpy(), first)
+    assert base_of(layer.weight.grad.data) is not base_of(kept.data)
+    layer(x).sum().backward()                                    # accumulates: 2 + 1 times the first
+    np.testing.assert_allclose(layer.weight.grad.numpy(), 3 * first, rtol=1e-6)
+
+
+def test_a_tied_weight_takes_its_place_once_and_adds_the_other_use(device):
+    tg.manual_seed(3)
+    w = tg.randn(7, 4, device=device, requires_grad=True)
+    x, ids = tg.randn(5, 4, device=device), tg.tensor([0, 3, 3, 6], device=device)
+    loss = F.linear(x, w).square().sum() + F.embedding(ids, w).sum()
+    loss.backward()
+    w2 = w.detach().requires_grad_()
+    want_product = tg.grad(F.linear(x, w2).square().sum(), [w2])[0].numpy()
+    want_lookup = tg.grad(F.embedding(ids, w2).sum(), [w2])[0].numpy()
+    np.testing.assert_allclose(w.grad.numpy(), want_product + want_lookup, rtol=1e-6, atol=1e-6)

@@ -54,6 +54,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
     for node, grad in zip(roots, _root_gradients(outputs, grad_outputs)):
         sums.add(node, grad)
     order = _topological_order(roots)
+    if inputs is None and not create_graph:     # the leaves whose .grad this backward makes: places in one array
+        sums.slot_leaves = {id(node): node for node in order if isinstance(node, Tensor) and node.grad is None}
     needed = None if inputs is None else _nodes_leading_to(wanted, order)
     captured = {}
     _queued_callbacks.append([])
@@ -105,11 +107,18 @@ def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, in
                         sums.add(child, child_grad, shape, spare=node.returns_spare_gradients)
         for cls, pairs in together.items():
             nodes = [node for node, _ in pairs]
-            with devices.use(nodes[0].device):
-                for node, child_grad in zip(nodes, cls.backward_together(nodes, [grad for _, grad in pairs])):
-                    sums.add(node.next_nodes[0], child_grad, node.input_meta[0], spare=cls.returns_spare_gradients)
-                    if not retain_graph:
-                        node.release()
+            for node in nodes:
+                node._sums_in_backward = sums                   # for gradient_slot, as in _call_backward
+            try:
+                with devices.use(nodes[0].device):
+                    input_grads = cls.backward_together(nodes, [grad for _, grad in pairs])
+            finally:
+                for node in nodes:
+                    del node._sums_in_backward
+            for node, child_grad in zip(nodes, input_grads):
+                sums.add(node.next_nodes[0], child_grad, node.input_meta[0], spare=cls.returns_spare_gradients)
+                if not retain_graph:
+                    node.release()
         for leaf in waiting.values():
             with devices.use(leaf.device):
                 grad, spare = sums.pop(leaf)

@@ -72,6 +72,10 @@ class GradientSums:
         self.wanted = wanted           # tg.grad's inputs (ids of their nodes), or None: every leaf
         self.sums = {}
         self.spare = set()
+        # Places for leaves' gradients (slot): id -> the leaves that may have one (the engine says which), then
+        # id -> the places made and not yet taken.
+        self.slot_leaves = {}
+        self.slots = {}
 
     def add(self, node, grad, shape: tuple = None, spare: bool = False) -> None:
         """Add `grad` (a Tensor or a SliceGradient) into the gradient of `node`, whose output has
@@ -115,6 +119,28 @@ class GradientSums:
             return None
         self.spare.discard(id(node))
         return self.sums.pop(id(node))
+
+    def slot(self, node, shape: tuple, dtype):
+        """An array for a backward to write `node`'s gradient into, or None. Only for the leaves this backward was
+        given (their .grad is None: backward() into the leaves, no graph recorded), while nothing is summed
+        for the node yet, once each: the first ask for a dtype on a device makes one array for all such
+        leaves, and each gets a view of it. So a step's parameter gradients are one allocation, not one each
+        (and, as views of one array, lie end to end in memory)."""
+        leaf = self.slot_leaves.get(id(node))
+        if leaf is None or id(node) in self.sums or tuple(shape) != leaf.shape or leaf.dtype != dtype:
+            return None
+        if id(node) not in self.slots:
+            group = [other for other in self.slot_leaves.values()
+                     if other.dtype == leaf.dtype and other.device == leaf.device and id(other) not in self.slots]
+            xp = devices.array_module(leaf.device)
+            with devices.use(leaf.device):
+                flat = xp.empty(sum(other.numel() for other in group), leaf.dtype)
+            start = 0
+            for other in group:
+                self.slots[id(other)] = flat[start:start + other.numel()].reshape(other.shape)
+                start += other.numel()
+        del self.slot_leaves[id(node)]
+        return self.slots.pop(id(node))
 
     def pop(self, node):
         """(the total gradient of `node` as a Tensor, whether it is spare), or (None, False)."""

@@ -171,6 +171,16 @@ class Function:
             return None
         return sums.take(child, self.input_meta[i], self.input_dtypes[i])
 
+    def gradient_slot(self, i: int):
+        """Where this backward may write input i's gradient, or None: when input i is a leaf whose .grad this
+        backward makes and nothing has been sent to it yet, its place in one array that the engine makes for
+        all such leaves (GradientSums.slot). A backward that writes there returns that array, wrapped, as
+        input i's gradient; one that asks must write it."""
+        sums, child = self._sums_in_backward, self.next_nodes[i]
+        if sums is None or child is None:
+            return None
+        return sums.slot(child, self.input_meta[i], self.input_dtypes[i])
+
     def input_is_wanted(self, i: int) -> bool:
         """Does the backward running now want input i's own gradient (tg.grad(..., inputs=[it]))? For an op
         whose backward can send its gradients by another way in the graph that reaches the same leaves."""

@@ -50,8 +50,8 @@ and the backward casts their gradients back in one launch too (the engine gather
 of a region, under no_grad, after the first of them was met would keep its earlier value there.)
 
 This module holds the state and the casting rules; the ops call ``low_precision``, ``float32``
-and ``suspended``. It imports no tensors: the ops give it theirs (the casts made together are made by
-``ops.fused``, imported when first needed).
+and ``suspended``. It imports no tensors: the ops give it theirs (and ``ops.fused`` its function that
+casts tensors together, as ``_State.cast_together``).
 """
 from __future__ import annotations
 
@@ -73,6 +73,7 @@ class _State:
     cache = {}                    # id(leaf) -> (leaf, its cast): the casts of parameters in this region
     cast_in_region = {}           # (device, dtype) -> [leaf]: the parameters this outermost region has cast
     cast_in_last_region = {}      # the same, of the last outermost region (weak references), until cast again
+    cast_together = None          # ops.fused.casts_together, which ops/fused.py puts here (this module imports no ops)
 
 
 def device_type(device: str) -> str:
@@ -194,16 +195,17 @@ def _cast_last_regions_parameters(t, dtype) -> bool:
     last = _State.cast_in_last_region.get(key)
     if not last or t.device == "cpu":
         return False
-    from ..ops import fused                 # here, not at the top: the ops import this module
-    from ..tensor import is_grad_enabled
-    if not (is_grad_enabled() and fused.kernels.fused_enabled()):
+    if _State.cast_together is None:
         return False
     leaves = [leaf for leaf in (ref() for ref in last) if leaf is not None and leaf.is_leaf and leaf.requires_grad
               and leaf.dtype == dtypes.float32 and leaf.device == t.device and id(leaf) not in _State.cache]
     if not any(leaf is t for leaf in leaves):
         return False
+    casts = _State.cast_together(leaves, dtype)
+    if casts is None:
+        return False
     del _State.cast_in_last_region[key]
-    for leaf, cast in zip(leaves, fused.casts_together(leaves, dtype)):
+    for leaf, cast in zip(leaves, casts):
         _State.cache[id(leaf)] = (leaf, cast)
     _State.cast_in_region.setdefault(key, []).extend(leaves)
     return True

@@ -167,13 +167,14 @@ def adds_in_kernel(device: str, x, weight, dout) -> bool:
 
 
 def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_is_spare: bool = False,
-             need_bias: bool = True, dx_add=None, fused=None):
+             need_bias: bool = True, dx_add=None, fused=None, params_into=(None, None)):
     """dout_is_spare: nobody else holds dout, and dx is computed in it (on the cpu; on emu and cuda by the
     kernels that may, see layernorm.cu). need_bias=False (no bias, or
     its gradient is not wanted): dbias is None, and the kernel stores none (a null pointer). dx_add
     (rows, n) of x's dtype, or None: returned dx is dx + dx_add (see adds_in_kernel). fused: on emu and
     cuda, True or False forces the one-launch kernel or the pair (tests; True still needs need_params and
-    0 < n <= FUSED_MAX_N); None lets use_fused choose."""
+    0 < n <= FUSED_MAX_N); None lets use_fused choose. params_into: (dweight, dbias) arrays of (n,) to write the
+    parameters' gradients into, or None for new ones (on emu and cuda, see adds_in_kernel)."""
     if dx_add is not None and not adds_in_kernel(device, x, weight, dout):
         dx, dweight, dbias = backward(x, weight, mean, rstd, dout, need_params, device, dout_is_spare, need_bias)
         return dx + dx_add, dweight, dbias
@@ -198,8 +199,11 @@ def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_i
     # kernel must read dout after the first has written dx
     in_place = dout_is_spare and dout.dtype == dtype and (fused or not need_params)
     dx = dout if in_place else xp.empty((rows, n), dtype)
+    def parameters_gradients():                          # the kernel writes them: new arrays, or the places given
+        dweight = xp.empty(n, dtype) if params_into[0] is None else params_into[0]
+        return dweight, ((xp.empty(n, dtype) if params_into[1] is None else params_into[1]) if need_bias else None)
     if fused:
-        dweight, dbias = xp.empty(n, dtype), (xp.empty(n, dtype) if need_bias else None)   # the kernel writes them
+        dweight, dbias = parameters_gradients()
         per_block = group_rows(rows)
         blocks = -(-rows // per_block)
         work = _workspace(device)
@@ -212,9 +216,12 @@ def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_i
                        [x, weight, mean, rstd, dout, dx_add, dx, np.int32(n)])
     if not need_params:
         return dx, None, None
+    dweight, dbias = parameters_gradients()
     if not rows:                                         # no rows: sums of nothing, and no launch to write them
-        return dx, xp.zeros(n, dtype), (xp.zeros(n, dtype) if need_bias else None)
-    dweight, dbias = xp.empty(n, dtype), (xp.empty(n, dtype) if need_bias else None)   # the kernel writes them
+        for gradient in (dweight, dbias):
+            if gradient is not None:
+                gradient[...] = 0
+        return dx, dweight, dbias
     if n:
         runtime.launch(device, FILE, _entry("layernorm_backward_params", x, dout), (-(-n // 32),), (32, 8),
                        [x, mean, rstd, dout, dweight, dbias, np.int32(rows), np.int32(n)])

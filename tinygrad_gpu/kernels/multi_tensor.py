@@ -248,22 +248,36 @@ def cast_kernel(source, dtype) -> str:
     raise ValueError(f"multi_tensor.cast: casts float32 to float16 or bfloat16 or back, not {source} to {dtype}")
 
 
-def cast(arrays, dtype, device: str) -> list:
+def cast(arrays, dtype, device: str, into=None) -> list:
     """Each of `arrays` (one dtype, float32 or 16 bits) in `dtype` (16 bits or float32), in one launch per table:
-    the results are C-contiguous views of one new flat array, laid end to end in the order given."""
+    the results are C-contiguous views of one new flat array, laid end to end in the order given. into: for each
+    array, a C-contiguous array of its shape and `dtype` to write instead, or None (the places the engine keeps
+    for gradients)."""
     if not arrays:
         return []
     dtype, kernel = np.dtype(dtype), cast_kernel(arrays[0].dtype, dtype)
     if any(a.dtype != arrays[0].dtype for a in arrays):
         raise ValueError(f"multi_tensor.cast: the arrays must share one dtype, got {sorted({str(a.dtype) for a in arrays})}")
+    into = [None] * len(arrays) if into is None else list(into)
     if device == "cpu":
-        return reference_cast(arrays, dtype)
+        made = reference_cast(arrays, dtype)
+        for out, value in zip(into, made):
+            if out is not None:
+                out[...] = value
+        return [value if out is None else out for out, value in zip(into, made)]
     xp = devices.array_module(device)
     with devices.use(device):
         arrays = [runtime.contiguous(xp, a).reshape(a.shape) for a in arrays]   # (a 0-d array stays 0-d)
-        flat = xp.empty(sum(a.size for a in arrays), dtype)
-    ends = np.cumsum([a.size for a in arrays]).tolist()
-    outs = [flat[end - a.size:end].reshape(a.shape) for a, end in zip(arrays, ends)]
+        missing = sum(a.size for a, out in zip(arrays, into) if out is None)
+        flat = xp.empty(missing, dtype) if any(out is None for out in into) else None
+    outs, start = [], 0
+    for a, out in zip(arrays, into):
+        if out is None:
+            out, start = flat[start:start + a.size].reshape(a.shape), start + a.size
+        elif out.shape != a.shape or out.dtype != dtype or not out.flags.c_contiguous:
+            raise ValueError(f"multi_tensor.cast: an array to write must be C-contiguous {dtype} of shape {a.shape}, "
+                             f"got {out.dtype} of shape {out.shape}")
+        outs.append(out)
     for table, elements in tables(arrays, outs):
         if elements:
             runtime.launch(device, FILE, kernel, _grid(elements, MAX_BLOCKS), (BLOCK,), [table])

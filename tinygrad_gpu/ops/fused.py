@@ -18,6 +18,7 @@ import numpy as np
 from .. import device as devices
 from .. import dtypes
 from .. import kernels
+from ..amp import autocast_mode
 from ..tensor import Function, Tensor, is_grad_enabled
 from .elementwise import gelu_tanh
 from .linalg import product
@@ -83,12 +84,16 @@ class LayerNormRows(Function):
         need_bias = ctx.has_bias and ctx.needs_input_grad[2]
         rows, dout = x.data.reshape(-1, n), grad.data.reshape(-1, n)
         # x's gradient from the rest of the graph (a residual stream's), added by the kernel as it writes dx
-        so_far = ctx.take_gradient_so_far(0) if kernels.layernorm.adds_in_kernel(ctx.device, rows, weight.data,
-                                                                                 dout) else None
+        in_kernel = kernels.layernorm.adds_in_kernel(ctx.device, rows, weight.data, dout)
+        so_far = ctx.take_gradient_so_far(0) if in_kernel else None
+        # the parameters' gradients written where the engine keeps this step's (the kernels write them anyway)
+        params_into = (ctx.gradient_slot(1) if in_kernel and need_weight else None,
+                       ctx.gradient_slot(2) if in_kernel and need_bias else None)
         dx, dweight, dbias = kernels.layernorm.backward(rows, weight.data, ctx.mean, ctx.rstd, dout,
                                                         need_weight or need_bias, ctx.device,
                                                         dout_is_spare=ctx.grad_is_spare, need_bias=need_bias,
-                                                        dx_add=None if so_far is None else so_far.data.reshape(-1, n))
+                                                        dx_add=None if so_far is None else so_far.data.reshape(-1, n),
+                                                        params_into=params_into)
         grads = (dx.reshape(x.shape), dweight, dbias)[:3 if ctx.has_bias else 2]
         return tuple(None if a is None or not needed else Tensor._wrap(a, ctx.device)
                      for a, needed in zip(grads, (True, need_weight, need_bias)))
@@ -378,13 +383,20 @@ class CastTogether(Function):
         if len(back) > 1 or len({g.dtype for g in grads}) > 1:
             return [node.backward(g) for node, g in zip(nodes, grads)]
         device = nodes[0].device
-        made = kernels.multi_tensor.cast([g.data for g in grads], back.pop(), device)
+        made = kernels.multi_tensor.cast([g.data for g in grads], back.pop(), device,
+                                         into=[node.gradient_slot(0) for node in nodes])
         return [Tensor._wrap(m, device) for m in made]
 
 
-def casts_together(tensors, dtype) -> list:
-    """[t.to(dtype) for t in tensors] in one launch (kernels/multi_tensor.cu): float32 tensors of one emu or cuda
-    device, cast to float16 or bfloat16, each result a view of one new array. autocast casts a region's
-    parameters so (amp/autocast_mode.py)."""
+def casts_together(tensors, dtype):
+    """[t.to(dtype) for t in tensors] in one launch (kernels/multi_tensor.cu), recorded: float32 tensors of one emu
+    or cuda device, cast to float16 or bfloat16, each result a view of one new array. autocast casts a region's
+    parameters so (amp/autocast_mode.py). None, and nothing is cast, when no graph is recorded (no_grad) or
+    fused ops are switched off."""
+    if not (is_grad_enabled() and kernels.fused_enabled()):
+        return None
     made = kernels.multi_tensor.cast([t.data for t in tensors], dtype, tensors[0].device)
     return [CastTogether.apply(t, dtype=np.dtype(dtype), made=m) for t, m in zip(tensors, made)]
+
+
+autocast_mode._State.cast_together = casts_together

@@ -7,18 +7,26 @@ import numpy as np
 
 from .. import dtypes
 from ..amp import autocast_mode
+from ..kernels.runtime import array_module_of
 from ..tensor import Function, Tensor
 
 
-def product(a, b):
-    """a @ b of two arrays. 16-bit floats multiply as cuBLAS multiplies them on a GPU: float32 sums, one
-    rounding at the end (CuPy asks cuBLAS for exactly that). NumPy has no 16-bit BLAS (its bfloat16
-    product is a slow loop over elements that returns float32), so on the CPU the operands are widened
-    to float32, multiplied by BLAS, and the product rounded back: the GPU's numbers, up to the order
-    of the sums."""
+def product(a, b, out=None):
+    """a @ b of two arrays, into `out` if given (a C-contiguous array of the product's shape and dtype). 16-bit
+    floats multiply as cuBLAS multiplies them on a GPU: float32 sums, one rounding at the end (CuPy asks
+    cuBLAS for exactly that). NumPy has no 16-bit BLAS (its bfloat16 product is a slow loop over elements
+    that returns float32), so on the CPU the operands are widened to float32, multiplied by BLAS, and the
+    product rounded back: the GPU's numbers, up to the order of the sums."""
     if isinstance(a, np.ndarray) and dtypes.is_half(a.dtype):
-        return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
-    return a @ b
+        made = (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
+    elif out is not None:
+        return array_module_of(a).matmul(a, b, out=out)
+    else:
+        return a @ b
+    if out is None:
+        return made
+    out[...] = made
+    return out
 
 
 def sum_rows(a):
@@ -110,8 +118,9 @@ class Linear(Function):
         need_x, need_weight = ctx.needs_input_grad[:2]
         need_bias = ctx.has_bias and ctx.needs_input_grad[2]
         grad_rows = grad.data.reshape(-1, grad.shape[-1])
+        dweight = ctx.gradient_slot(1) if need_weight else None     # the weight's place in the step's gradients
         grads = (product(grad_rows, weight.data).reshape(x.shape) if need_x else None,              # dx = dy W
-                 product(grad_rows.T, x.data.reshape(-1, x.shape[-1])) if need_weight else None,    # dW = dy^T x
+                 product(grad_rows.T, x.data.reshape(-1, x.shape[-1]), out=dweight) if need_weight else None,  # dW = dy^T x
                  *((sum_rows(grad_rows) if need_bias else None,) if ctx.has_bias else ()))          # db = sum dy
         return tuple(None if g is None else Tensor._wrap(g, ctx.device) for g in grads)
 
