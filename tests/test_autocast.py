@@ -286,6 +286,31 @@ def test_on_the_standin_a_regions_parameters_are_cast_in_one_launch_each_way(mon
     assert forward_first - forward_next == backward_first - backward_next == len(weights) - 1
 
 
+@pytest.mark.skipif(not tg.cuda_available() or tg.device.cuda_device_count() < 2, reason="needs two cuda devices")
+def test_parameters_on_two_gpus_are_cast_together_per_gpu():
+    """One region, a layer on each GPU: each GPU's parameters are cast in one launch there, and their gradients
+    cast back there; the numbers are the one-by-one casts'."""
+    tg.manual_seed(8)
+    weights = [tg.randn(6, 6, device=d, requires_grad=True) for d in ("cuda:0", "cuda:0", "cuda:1", "cuda:1")]
+    x = tg.randn(3, 6, device="cuda:0")
+
+    def loss():
+        with tg.autocast("cuda", dtype=tg.bfloat16):
+            h = F.linear(F.linear(x, weights[0]), weights[1]).to("cuda:1")
+            return F.linear(F.linear(h, weights[2]), weights[3]).float().sum()
+    results = []
+    for region in range(2):
+        out = loss()
+        assert ("CastTogether" in cast_nodes(out)) == (region == 1)
+        out.backward()
+        results.append([w.grad.numpy() for w in weights])
+        assert [w.grad.device for w in weights] == ["cuda:0", "cuda:0", "cuda:1", "cuda:1"]
+        for w in weights:
+            w.grad = None
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("low", HALF, ids=HALF_IDS)
 @pytest.mark.parametrize("bias", [True, False])
 def test_a_layer_norm_that_feeds_products_writes_the_products_dtype_with_the_same_numbers(device, low, bias):

@@ -75,9 +75,9 @@ def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, in
 
     One exception to the order: a node whose class has ``backward_together`` (fused.CastTogether, autocast's
     casts of a region's parameters) and whose input is a leaf waits, and so does that leaf; once every
-    other node is done, each such class's waiting nodes run their backward together (one launch for all
-    of them), and then the waiting leaves get their gradients and run their hooks."""
-    together, waiting = {}, {}          # class -> [(node, grad)]; id(leaf) -> leaf, in the order first met
+    other node is done, each such class's waiting nodes on one device run their backward together (one
+    launch for all of them), and then the waiting leaves get their gradients and run their hooks."""
+    together, waiting = {}, {}          # (class, device) -> [(node, grad)]; id(leaf) -> leaf, in the order first met
     with set_grad_enabled(create_graph), autocast_mode.suspended():
         for node in order:
             if id(node) in waiting:
@@ -96,7 +96,7 @@ def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, in
                     continue
                 if type(node).backward_together is not None and into_leaves and not create_graph \
                         and isinstance(node.next_nodes[0], Tensor):
-                    together.setdefault(type(node), []).append((node, grad))
+                    together.setdefault((type(node), node.device), []).append((node, grad))
                     waiting.setdefault(id(node.next_nodes[0]), node.next_nodes[0])
                     continue
                 input_grads = _call_backward(node, grad, spare, create_graph, sums)
@@ -105,12 +105,12 @@ def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, in
                 for child, shape, child_grad in zip(node.next_nodes, node.input_meta, input_grads):
                     if child is not None and child_grad is not None:
                         sums.add(child, child_grad, shape, spare=node.returns_spare_gradients)
-        for cls, pairs in together.items():
+        for (cls, device), pairs in together.items():
             nodes = [node for node, _ in pairs]
             for node in nodes:
                 node._sums_in_backward = sums                   # for gradient_slot, as in _call_backward
             try:
-                with devices.use(nodes[0].device):
+                with devices.use(device):
                     input_grads = cls.backward_together(nodes, [grad for _, grad in pairs])
             finally:
                 for node in nodes:

@@ -133,12 +133,12 @@ class GradientSums:
             group = [other for other in self.slot_leaves.values()
                      if other.dtype == leaf.dtype and other.device == leaf.device and id(other) not in self.slots]
             xp = devices.array_module(leaf.device)
-            with devices.use(leaf.device):
+            with devices.use(leaf.device):                   # made, and cut into views, where the leaves live
                 flat = xp.empty(sum(other.numel() for other in group), leaf.dtype)
-            start = 0
-            for other in group:
-                self.slots[id(other)] = flat[start:start + other.numel()].reshape(other.shape)
-                start += other.numel()
+                start = 0
+                for other in group:
+                    self.slots[id(other)] = flat[start:start + other.numel()].reshape(other.shape)
+                    start += other.numel()
         del self.slot_leaves[id(node)]
         return self.slots.pop(id(node))
 

@@ -266,18 +266,18 @@ def cast(arrays, dtype, device: str, into=None) -> list:
                 out[...] = value
         return [value if out is None else out for out, value in zip(into, made)]
     xp = devices.array_module(device)
-    with devices.use(device):
+    with devices.use(device):                  # on cuda:1, its arrays are made and sliced there
         arrays = [runtime.contiguous(xp, a).reshape(a.shape) for a in arrays]   # (a 0-d array stays 0-d)
         missing = sum(a.size for a, out in zip(arrays, into) if out is None)
         flat = xp.empty(missing, dtype) if any(out is None for out in into) else None
-    outs, start = [], 0
-    for a, out in zip(arrays, into):
-        if out is None:
-            out, start = flat[start:start + a.size].reshape(a.shape), start + a.size
-        elif out.shape != a.shape or out.dtype != dtype or not out.flags.c_contiguous:
-            raise ValueError(f"multi_tensor.cast: an array to write must be C-contiguous {dtype} of shape {a.shape}, "
-                             f"got {out.dtype} of shape {out.shape}")
-        outs.append(out)
+        outs, start = [], 0
+        for a, out in zip(arrays, into):
+            if out is None:
+                out, start = flat[start:start + a.size].reshape(a.shape), start + a.size
+            elif out.shape != a.shape or out.dtype != dtype or not out.flags.c_contiguous:
+                raise ValueError(f"multi_tensor.cast: an array to write must be C-contiguous {dtype} of shape "
+                                 f"{a.shape}, got {out.dtype} of shape {out.shape}")
+            outs.append(out)
     for table, elements in tables(arrays, outs):
         if elements:
             runtime.launch(device, FILE, kernel, _grid(elements, MAX_BLOCKS), (BLOCK,), [table])
