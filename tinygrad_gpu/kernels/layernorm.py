@@ -169,8 +169,8 @@ def adds_in_kernel(device: str, x, weight, dout) -> bool:
 def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_is_spare: bool = False,
              need_bias: bool = True, dx_add=None, fused=None, params_into=(None, None)):
     """dout_is_spare: nobody else holds dout, and dx is computed in it (on the cpu; on emu and cuda by the
-    kernels that may, see layernorm.cu). need_bias=False (no bias, or
-    its gradient is not wanted): dbias is None, and the kernel stores none (a null pointer). dx_add
+    kernels that may, see layernorm.cu). need_bias=False (no bias, or its gradient is not wanted): dbias is
+    None, and the kernel stores none (a null pointer). dx_add
     (rows, n) of x's dtype, or None: returned dx is dx + dx_add (see adds_in_kernel). fused: on emu and
     cuda, True or False forces the one-launch kernel or the pair (tests; True still needs need_params and
     0 < n <= FUSED_MAX_N); None lets use_fused choose. params_into: (dweight, dbias) arrays of (n,) to write the

@@ -398,7 +398,7 @@ def dropout_add(residual: Tensor, x: Tensor, p: float = 0.5, training: bool = Tr
     On emu and cuda, a float32 residual and an x of its shape in float32 or 16 bits take one kernel each
     way (kernels/dropout.cu): forward, the mask drawn and the sum made in one pass; backward, x's gradient
     is the output's through the mask, in x's dtype, and the residual's is the output's itself. Unfused,
-    a 16-bit branch under autocast is four launches forward (dropout, cast up, add) and two back."""
+    a 16-bit branch under autocast is three launches forward (dropout, cast up, add) and two back."""
     if training and 0.0 < p < 1.0 and x.device != "cpu" and residual.dtype == dtypes.float32 \
             and x.dtype in kernels.runtime.KERNEL_DTYPES and residual.shape == x.shape \
             and residual.device == x.device and kernels.fused_enabled():

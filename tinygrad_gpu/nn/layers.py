@@ -64,9 +64,8 @@ class LayerNorm(Module):
 
     def forward(self, x):
         low = autocast_mode.region_dtype(x.device) if self.feeds_products else None
-        if low is not None and x.dtype in (dtypes.float32, *dtypes.HALF):     # a float64 x is never cast
-            return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps, out_dtype=low)
-        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        out_dtype = low if x.dtype in (dtypes.float32, *dtypes.HALF) else None      # a float64 x is never cast
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps, out_dtype=out_dtype)
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, bias={self.bias is not None}"
