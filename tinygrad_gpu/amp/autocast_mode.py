@@ -193,9 +193,7 @@ def _cast_last_regions_parameters(t, dtype) -> bool:
     (once per region); True when `t`'s cast is among them."""
     key = (t.device, dtype)
     last = _State.cast_in_last_region.get(key)
-    if not last or t.device == "cpu":
-        return False
-    if _State.cast_together is None:
+    if not last or t.device == "cpu" or _State.cast_together is None:
         return False
     leaves = [leaf for leaf in (ref() for ref in last) if leaf is not None and leaf.is_leaf and leaf.requires_grad
               and leaf.dtype == dtypes.float32 and leaf.device == t.device and id(leaf) not in _State.cache]

@@ -8,6 +8,9 @@
 // float32 arithmetic, the same for every T; only the stored results differ, by their rounding.
 // Each .cu file has one extern "C" entry point per storage type: the float32 one under its
 // plain name, and NAME_f16 and NAME_bf16 (runtime.entry_point picks one by the arrays' dtype).
+// A kernel that also reads float32 and writes 16 bits, or reads 16 bits into float32, names the
+// 16-bit side: NAME_to_f16 / NAME_to_bf16 and NAME_from_f16 / NAME_from_bf16 (dropout.cu,
+// layernorm.cu, multi_tensor.cu).
 //
 // The 16-bit types and their conversions come from NVIDIA's cuda_fp16.h and cuda_bf16.h, which
 // CuPy finds in a CUDA toolkit or in the nvidia-cuda-runtime-cu12 wheel, and which a GPU machine

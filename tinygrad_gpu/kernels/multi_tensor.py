@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import device as devices
+from .. import dtypes
 from . import adamw, runtime
 
 FILE = "multi_tensor.cu"
@@ -241,9 +242,9 @@ def adamw_update_skippable(params, grads, exp_avgs, exp_avg_sqs, steps, found_in
 def cast_kernel(source, dtype) -> str:
     """The multi_tensor_cast_* entry point from `source` to `dtype`: one of them float32, the other 16 bits."""
     source, dtype = np.dtype(source), np.dtype(dtype)
-    if source == np.float32 and dtype in runtime.KERNEL_DTYPES and dtype != np.float32:
+    if source == np.float32 and dtypes.is_half(dtype):
         return runtime.entry_point("multi_tensor_cast_to", dtype)
-    if dtype == np.float32 and source in runtime.KERNEL_DTYPES and source != np.float32:
+    if dtype == np.float32 and dtypes.is_half(source):
         return runtime.entry_point("multi_tensor_cast_from", source)
     raise ValueError(f"multi_tensor.cast: casts float32 to float16 or bfloat16 or back, not {source} to {dtype}")
 

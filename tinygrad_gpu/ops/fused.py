@@ -20,7 +20,7 @@ from .. import dtypes
 from .. import kernels
 from ..amp import autocast_mode
 from ..tensor import Function, Tensor, is_grad_enabled
-from .elementwise import gelu_tanh
+from .elementwise import Cast, gelu_tanh
 from .linalg import product
 from .movement import GetItem
 
@@ -363,18 +363,13 @@ class DropoutAdd(Function):
         return grad, dx
 
 
-class CastTogether(Function):
+class CastTogether(Cast):
     """x.to(dtype), where the cast was made together with others' by one launch (casts_together below). Its
     backward is Cast's, gradient cast back to x's dtype; the engine gathers those of a backward's casts that
     lead straight to leaves and makes them together too, with backward_together: one launch for all."""
 
-    returns_spare_gradients = True
-
     def forward(ctx, x, dtype, made):
         return made
-
-    def backward(ctx, grad):
-        return grad.to(dtype=ctx.input_dtypes[0])
 
     @staticmethod
     def backward_together(nodes, grads) -> list:

@@ -19,14 +19,11 @@ def product(a, b, out=None):
     product rounded back: the GPU's numbers, up to the order of the sums."""
     if isinstance(a, np.ndarray) and dtypes.is_half(a.dtype):
         made = (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
-    elif out is not None:
-        return array_module_of(a).matmul(a, b, out=out)
-    else:
-        return a @ b
-    if out is None:
-        return made
-    out[...] = made
-    return out
+        if out is None:
+            return made
+        out[...] = made
+        return out
+    return a @ b if out is None else array_module_of(a).matmul(a, b, out=out)
 
 
 def sum_rows(a):
