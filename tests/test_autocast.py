@@ -239,6 +239,29 @@ def test_the_next_region_casts_the_parameters_together_with_the_same_numbers(dev
     assert len(seen) == 3 and all(np.array_equal(h, results[0][2]) for h in seen)   # once each, when complete
 
 
+def test_the_products_16_bit_weight_gradients_are_written_into_one_array(device, monkeypatch):
+    """With the casts made together (emu and cuda), each product writes its weight's 16-bit gradient into a place
+    the engine made in one array for all the casts' gradients, and the casts back read them there (the numbers
+    are checked against the one-by-one casts' in the test above)."""
+    if device == "cpu":
+        pytest.skip("the cpu casts one by one")
+    from tinygrad_gpu import kernels
+    params, loss_of = tied_model(device)
+    loss_of(tg.bfloat16).backward()                              # the first region: one by one
+    cast_back, plain = [], kernels.multi_tensor.cast
+    monkeypatch.setattr(kernels.multi_tensor, "cast",
+                        lambda arrays, dtype, *rest, **options: cast_back.append(arrays) or plain(arrays, dtype, *rest, **options))
+    loss_of(tg.bfloat16).backward()
+    backward_casts = [arrays for arrays in cast_back if arrays[0].dtype == tg.bfloat16]
+    assert len(backward_casts) == 1
+    weights = [a for a in backward_casts[0] if a.ndim == 2]      # w1's and w2's, from the products
+    assert len(weights) == 2 and len({id(base_of(a)) for a in weights}) == 1
+
+
+def base_of(array):
+    return array if array.base is None else array.base
+
+
 def test_casts_made_together_keep_the_other_ways_through_the_graph(device):
     """tg.grad, create_graph and a cast of a parameter the last region did not cast: each as before."""
     params, loss_of = tied_model(device)

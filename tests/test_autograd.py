@@ -313,7 +313,7 @@ class _DoublesAndAddsWhatWaits(Function):
         return x.data * 2
 
     def backward(ctx, grad):
-        so_far = ctx.take_gradient_so_far(0)
+        so_far, _ = ctx.take_gradient_so_far(0)
         type(ctx).taken.append(None if so_far is None else so_far.numpy().copy())
         mine = grad * 2
         return mine if so_far is None else mine + so_far

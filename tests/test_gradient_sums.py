@@ -57,6 +57,50 @@ def test_an_honest_backward_passes_the_check_and_the_check_can_be_off(monkeypatc
     _Liar.apply(a, b, lie="saved input").backward(tg.tensor([1.0, 1.0]))      # unchecked: trusted
 
 
+class _HandsOn(Function):
+    """a + 2b, whose backward hands its gradient on to a as it is (or, by `lie`, to both)."""
+
+    hands_on_its_gradient = True
+
+    def forward(ctx, a, b, lie=False):
+        ctx.lie = lie
+        return a.data + 2 * b.data
+
+    def backward(ctx, grad):
+        return grad, (grad if ctx.lie else Tensor._wrap(grad.data * 2, grad.device))
+
+
+class _Fresh(Function):
+    """3x, its gradient a new array (spare): what it sends is kept in `sent`."""
+
+    returns_spare_gradients = True
+    sent = []
+
+    def forward(ctx, x):
+        return x.data * 3
+
+    def backward(ctx, grad):
+        type(ctx).sent.append(grad.data * 3)
+        return Tensor._wrap(type(ctx).sent[-1], grad.device)
+
+
+def test_a_gradient_handed_on_is_spare_exactly_when_it_came_in_spare():
+    """A leaf keeps the handed-on gradient without a copy when it came from an op that made it; given by the
+    caller (not spare), it gets a copy; handing one gradient to two inputs is caught."""
+    a, b = tg.tensor([1.0, 2.0], requires_grad=True), tg.tensor([3.0, 4.0], requires_grad=True)
+    _Fresh.sent = []
+    _Fresh.apply(_HandsOn.apply(a, b)).sum().backward()
+    shares_memory = tg.device.array_module(a.device).shares_memory
+    assert shares_memory(a.grad.data, _Fresh.sent[0])
+    np.testing.assert_array_equal(b.grad.numpy(), [6, 6])
+    a.grad = b.grad = None
+    upstream = tg.tensor([1.0, 1.0])
+    _HandsOn.apply(a, b).backward(upstream)
+    assert not shares_memory(a.grad.data, upstream.data)
+    with pytest.raises(RuntimeError, match="declares hands_on_its_gradient.*its gradient for input 1"):
+        _Fresh.apply(_HandsOn.apply(a, b, lie=True)).sum().backward()
+
+
 def test_a_gpt_training_step_keeps_every_promise(monkeypatch):
     """A training step of a small GPT with dropout (every fused op, both directions), twice: each
     backward that declares spare gradients is checked, and each kind of such op is among them."""
@@ -81,8 +125,8 @@ def test_a_gpt_training_step_keeps_every_promise(monkeypatch):
             fused.EmbeddingLookup} <= checked
     # the attention: GPT's q, k, v cut from one projection go in packed where the tiled kernels run (emu, cuda)
     assert checked & {fused.CausalAttention, fused.PackedCausalAttention}
-    if idx.device != "cpu":                     # dropout's own kernel, on emu and cuda
-        assert fused.Dropout in checked
+    if idx.device != "cpu":                     # dropout's own kernels, on emu and cuda
+        assert {fused.Dropout, fused.DropoutAdd} <= checked
 
 
 # ----------------------------------------------------------------------------- GradientSums itself

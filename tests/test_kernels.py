@@ -324,6 +324,35 @@ def test_which_data_runs_a_kernel():
     assert runtime.use_fast_cpu("cpu", f32, np.zeros(3)) and not runtime.use_fast_cpu("cpu", f32, bf16)
 
 
+def owner(a):
+    while getattr(a, "base", None) is not None:
+        a = a.base
+    return a
+
+
+@on_kernel_devices
+def test_arrays_made_together_are_aligned_views_of_one_allocation_that_do_not_overlap(device):
+    """runtime.empty_together: each array of its own shape and dtype, C-contiguous, starting a multiple of
+    runtime.ALIGNMENT bytes into the allocation; writing one leaves the others as they were; a layer norm's
+    output and statistics so."""
+    xp = devices.array_module(devices.canonical(device))
+    layouts = [((3, 5), dtypes.bfloat16), ((2, 7), np.float32), ((0, 4), np.float16), ((1,), np.float64)]
+    arrays = runtime.empty_together(xp, *layouts)
+    assert [(a.shape, a.dtype) for a in arrays] == [(shape, np.dtype(dtype)) for shape, dtype in layouts]
+    assert all(a.flags.c_contiguous and (runtime.address(a) - runtime.address(owner(a))) % runtime.ALIGNMENT == 0
+               for a in arrays if a.size)
+    assert len({id(owner(a)) for a in arrays}) == 1 and owner(arrays[0]).nbytes < sum(a.nbytes for a in arrays) + \
+        len(arrays) * runtime.ALIGNMENT
+    for i, a in enumerate(arrays):
+        a[...] = i + 1
+    for i, a in enumerate(arrays):
+        assert bool((a == i + 1).all())
+    x = devices.move(np.ones((4, 8), np.float32), devices.canonical(device))
+    out, mean, rstd = layernorm.forward(x, x[0], None, 1e-5, devices.canonical(device), dtypes.bfloat16)
+    assert runtime.address(mean) - runtime.address(out) >= out.nbytes and runtime.address(rstd) == \
+        runtime.address(mean) + mean.nbytes
+
+
 def test_a_gpu_without_the_16_bit_headers_runs_float32_and_says_how_to_get_them(monkeypatch):
     """CuPy on a GPU, imitated: NVRTC fails to find cuda_fp16.h wherever TG_HALF_PRECISION asks for it. The
     float32 kernels are built without the macro and run; the first 16-bit launch names the headers and the

@@ -189,3 +189,24 @@ def test_a_spare_dout_takes_dx_in_place_with_the_same_bits(dtype, fused):
         assert (got[0] is spare) == (fused or not need_params)
         for a, b in zip(want, [bits(a) for a in got if a is not None]):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("dout_dtype", [dtypes.float16, dtypes.bfloat16], ids=["float16", "bfloat16"])
+def test_a_spare_dx_add_takes_dx_when_a_16_bit_dout_cannot(dout_dtype, fused):
+    """Float32 x with a 16-bit dout (a layer norm that feeds products, under autocast): dx cannot be written over
+    dout, so with dx_add_is_spare it is written over dx_add (the residual stream's gradient), with the bits of a
+    separate dx; without it, dx_add is only read."""
+    x, weight, _, _, dx_add, mean, rstd = problem(np.random.default_rng(6), 70, 45, np.float32, add=True)
+    dout = np.random.default_rng(7).standard_normal((70, 45)).astype(np.float32).astype(dout_dtype)
+    for need_params in (True, False) if not fused else (True,):
+        want = [bits(a) for a in layernorm.backward(x, weight, mean, rstd, dout, need_params, "emu", dx_add=dx_add,
+                                                    fused=fused) if a is not None]
+        for spare in (True, False):
+            given = dx_add.copy()
+            got = layernorm.backward(x, weight, mean, rstd, dout, need_params, "emu", dout_is_spare=True,
+                                     dx_add=given, dx_add_is_spare=spare, fused=fused)
+            assert (got[0] is given) == spare
+            np.testing.assert_array_equal(given, dx_add if not spare else got[0])
+            for a, b in zip(want, [bits(a) for a in got if a is not None]):
+                np.testing.assert_array_equal(a, b)

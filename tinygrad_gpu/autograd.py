@@ -54,8 +54,12 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
     for node, grad in zip(roots, _root_gradients(outputs, grad_outputs)):
         sums.add(node, grad)
     order = _topological_order(roots)
-    if inputs is None and not create_graph:     # the leaves whose .grad this backward makes: places in one array
-        sums.slot_leaves = {id(node): node for node in order if isinstance(node, Tensor) and node.grad is None}
+    if inputs is None and not create_graph:     # gradients that may get places in one array (GradientSums.slot):
+        for node in order:                      # the leaves whose .grad this backward makes, the casts run together
+            if isinstance(node, Tensor) and node.grad is None:
+                sums.placeable[id(node)] = (node.shape, node.dtype, node.device)
+            elif _runs_together(node):
+                sums.placeable[id(node)] = (node.input_meta[0], node.out_dtype, node.device)
     needed = None if inputs is None else _nodes_leading_to(wanted, order)
     captured = {}
     _queued_callbacks.append([])
@@ -94,17 +98,17 @@ def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, in
                     continue
                 if needed is not None and id(node) not in needed:
                     continue
-                if type(node).backward_together is not None and into_leaves and not create_graph \
-                        and isinstance(node.next_nodes[0], Tensor):
+                if into_leaves and not create_graph and _runs_together(node):
                     together.setdefault((type(node), node.device), []).append((node, grad))
                     waiting.setdefault(id(node.next_nodes[0]), node.next_nodes[0])
                     continue
                 input_grads = _call_backward(node, grad, spare, create_graph, sums)
                 if not retain_graph:
                     node.release()
+                made_spare = node.returns_spare_gradients or (node.hands_on_its_gradient and spare)
                 for child, shape, child_grad in zip(node.next_nodes, node.input_meta, input_grads):
                     if child is not None and child_grad is not None:
-                        sums.add(child, child_grad, shape, spare=node.returns_spare_gradients)
+                        sums.add(child, child_grad, shape, spare=made_spare)
         for (cls, device), pairs in together.items():
             nodes = [node for node, _ in pairs]
             for node in nodes:
@@ -123,6 +127,13 @@ def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, in
             with devices.use(leaf.device):
                 grad, spare = sums.pop(leaf)
                 _into_leaf(leaf, grad, spare, create_graph)
+
+
+def _runs_together(node) -> bool:
+    """Does this node's backward wait, to run with others of its class (backward_together), when the graph of the
+    backward is not recorded? A node whose class has backward_together and whose input is a leaf."""
+    return not isinstance(node, Tensor) and type(node).backward_together is not None \
+        and isinstance(node.next_nodes[0], Tensor)
 
 
 def _into_leaf(leaf: Tensor, grad: Tensor, spare: bool, create_graph: bool) -> None:
@@ -185,7 +196,7 @@ def _call_backward(node, grad: Tensor, spare: bool, create_graph: bool, sums: Gr
     finally:
         del node._sums_in_backward          # back to the class's None; release() keeps no trace of it
     input_grads = input_grads if isinstance(input_grads, tuple) else (input_grads,)
-    if gradient_sums.CHECK_SPARE and node.returns_spare_gradients:
+    if gradient_sums.CHECK_SPARE and (node.returns_spare_gradients or (node.hands_on_its_gradient and spare)):
         gradient_sums.check_spare(node, grad, spare, input_grads)
     return input_grads
 

@@ -14,8 +14,10 @@ a view of it, and a saved tensor may come back as it is. Spare are:
   spare one of the two);
 * the zero-filled buffer that slice gradients are added into;
 * what a backward returns when its Function declares ``returns_spare_gradients``: arrays
-  it has just made. ``TINYGRAD_GPU_CHECK_SPARE=1`` makes the engine check that promise
-  after every such backward (``check_spare``); the test suite runs with it on.
+  it has just made; and, when it declares ``hands_on_its_gradient``, its incoming gradient
+  itself, returned for one input, when that was spare. ``TINYGRAD_GPU_CHECK_SPARE=1`` makes
+  the engine check those promises after every such backward (``check_spare``); the test
+  suite runs with it on.
 
 ``pop`` says whether the total is spare, and the engine passes that on: a leaf keeps a
 spare gradient as its ``.grad`` without a copy, and a backward learns through
@@ -29,6 +31,7 @@ other: ``sum_to_shape`` (undo broadcasting) and ``SliceGradient``. It imports ne
 """
 from __future__ import annotations
 
+import math
 import os
 
 from . import device as devices
@@ -72,9 +75,9 @@ class GradientSums:
         self.wanted = wanted           # tg.grad's inputs (ids of their nodes), or None: every leaf
         self.sums = {}
         self.spare = set()
-        # Places for leaves' gradients (slot): id -> the leaves that may have one (the engine says which), then
-        # id -> the places made and not yet taken.
-        self.slot_leaves = {}
+        # Places for gradients (slot): id of a node that may have one (the engine says which) -> (shape, dtype,
+        # device) of its gradient; then id -> the places made and not yet taken.
+        self.placeable = {}
         self.slots = {}
 
     def add(self, node, grad, shape: tuple = None, spare: bool = False) -> None:
@@ -110,36 +113,36 @@ class GradientSums:
         self.sums[key] = previous
 
     def take(self, node, shape: tuple, dtype):
-        """Take the sum so far of `node`'s gradient out (a Tensor), for a backward that adds it into its own
-        contribution (Function.take_gradient_so_far); None, and the sum stays, unless it is a plain array of
-        `shape` and `dtype` and nothing is recorded."""
+        """Take the sum so far of `node`'s gradient out, for a backward that adds it into its own contribution
+        (Function.take_gradient_so_far): (a Tensor, whether it is spare). (None, False), and the sum stays,
+        unless it is a plain array of `shape` and `dtype` and nothing is recorded."""
         grad = self.sums.get(id(node))
         if self.recorded or grad is None or isinstance(grad, SliceGradient) or grad.shape != shape \
                 or grad.dtype != dtype:
-            return None
-        self.spare.discard(id(node))
-        return self.sums.pop(id(node))
+            return None, False
+        return self.pop(node)
 
     def slot(self, node, shape: tuple, dtype):
-        """An array for a backward to write `node`'s gradient into, or None. Only for the leaves this backward was
-        given (their .grad is None: backward() into the leaves, no graph recorded), while nothing is summed
-        for the node yet, once each: the first ask for a dtype on a device makes one array for all such
-        leaves, and each gets a view of it. So a step's parameter gradients are one allocation, not one each
-        (and, as views of one array, lie end to end in memory)."""
-        leaf = self.slot_leaves.get(id(node))
-        if leaf is None or id(node) in self.sums or tuple(shape) != leaf.shape or leaf.dtype != dtype:
+        """An array for a backward to write `node`'s gradient into, or None. Only for the nodes the engine made
+        placeable (without a recorded graph: the leaves whose .grad this backward makes, and the casts of
+        parameters whose backwards it runs together, autograd.run_backward), while nothing is summed for the
+        node yet, once each: the first ask for a dtype on a device makes one array for all such nodes, and each
+        gets a view of it. So a step's parameter gradients are one allocation, not one each (and, as views of
+        one array, lie end to end in memory)."""
+        meta = self.placeable.get(id(node))
+        if meta is None or id(node) in self.sums or meta[:2] != (tuple(shape), dtype):
             return None
         if id(node) not in self.slots:
-            group = [other for other in self.slot_leaves.values()
-                     if other.dtype == leaf.dtype and other.device == leaf.device and id(other) not in self.slots]
-            xp = devices.array_module(leaf.device)
-            with devices.use(leaf.device):                   # made, and cut into views, where the leaves live
-                flat = xp.empty(sum(other.numel() for other in group), leaf.dtype)
+            device = meta[2]
+            group = {key: other[0] for key, other in self.placeable.items()
+                     if other[1:] == meta[1:] and key not in self.slots}       # their shapes, by id
+            with devices.use(device):                        # made, and cut into views, where the nodes live
+                flat = devices.array_module(device).empty(sum(map(math.prod, group.values())), dtype)
                 start = 0
-                for other in group:
-                    self.slots[id(other)] = flat[start:start + other.numel()].reshape(other.shape)
-                    start += other.numel()
-        del self.slot_leaves[id(node)]
+                for key, place_shape in group.items():
+                    self.slots[key] = flat[start:start + math.prod(place_shape)].reshape(place_shape)
+                    start += math.prod(place_shape)
+        del self.placeable[id(node)]
         return self.slots.pop(id(node))
 
     def pop(self, node):
@@ -168,9 +171,10 @@ def _arrays_in(value) -> list:
 
 
 def check_spare(node, incoming, incoming_is_spare: bool, grads) -> None:
-    """Raise if a backward that declares returns_spare_gradients returned an array that someone else
-    holds: its incoming gradient (unless that was spare itself), anything the node keeps (its saved
-    tensors and inputs, arrays from the forward), or another of the gradients it returned."""
+    """Raise if a backward that declares its gradients spare (returns_spare_gradients, or hands_on_its_gradient
+    with a spare incoming gradient) returned an array that someone else holds: its incoming gradient (unless
+    that was spare itself), anything the node keeps (its saved tensors and inputs, arrays from the forward), or
+    another of the gradients it returned."""
     xp = devices.array_module(node.device)
     held = [("its incoming gradient", incoming.data)] if not incoming_is_spare else []
     held += [(f"its {name}", array) for name, value in vars(node).items() for array in _arrays_in(value)]
@@ -179,6 +183,7 @@ def check_spare(node, incoming, incoming_is_spare: bool, grads) -> None:
         others = held + [(f"its gradient for input {j}", other) for j, other in returned[n + 1:]]
         for what, other in others:
             if xp.shares_memory(array, other):
-                raise RuntimeError(f"{node!r} declares returns_spare_gradients, but its gradient for input {i} "
+                declared = "returns_spare_gradients" if node.returns_spare_gradients else "hands_on_its_gradient"
+                raise RuntimeError(f"{node!r} declares {declared}, but its gradient for input {i} "
                                    f"shares memory with {what}: it is not spare, and the engine would write "
                                    "into it. Return a new array, or drop the declaration.")

@@ -89,12 +89,18 @@ class Function:
     # Set True when backward, run without a graph, returns only arrays it has just made: spare arrays,
     # which the engine may add into and a leaf may keep without a copy (gradient_sums.py explains).
     returns_spare_gradients = False
+    # Set True when backward returns its incoming gradient itself (the Tensor it was given) for one input and
+    # arrays it has just made for the others: then they are all spare when the incoming one was (a residual
+    # add hands its gradient on to the residual stream, where a layer norm may write its own into it).
+    hands_on_its_gradient = False
     # The engine sets this just before backward: True when the incoming gradient is spare, so that
     # backward may compute its result in that array instead of a new one (the fused ops hand it on to
     # their kernels' launchers as a *_is_spare argument).
     grad_is_spare = False
     # A staticmethod backward_together(nodes, grads) -> [grad of each node's input]: the backward of several nodes
-    # of this class at once, made by the engine for those whose input is a leaf (autograd._visit says when).
+    # of this class at once, made by the engine for those whose input is a leaf (autograd._visit says when). Such
+    # a class keeps its output's shape and dtype in input_meta[0] and out_dtype (among the fields release()
+    # keeps): the engine makes its gradient a place (gradient_slot) before the backward starts.
     backward_together = None
     float_only = False            # set True when integer inputs must be computed as floats (division)
     # The engine sets this for the length of backward (None otherwise): gradient_so_far reads it.
@@ -161,21 +167,23 @@ class Function:
 
     def take_gradient_so_far(self, i: int):
         """For a backward that can add for free: the sum of what the ops consumed input i's value after this
-        one have sent back to it so far, taken out of the engine's sums (a Tensor), or None. The backward
-        must then add it into the gradient it returns for input i: a kernel that writes a new gradient
-        anyway adds it on the way, one pass instead of a separate sum (a layer norm's input, also the
-        residual stream). None when nothing is waiting, the graph of the backward is recorded, or what
-        waits is not a plain gradient of input i's shape and dtype; then the engine adds as usual."""
+        one have sent back to it so far, taken out of the engine's sums, as (a Tensor, whether it is spare:
+        then the backward may write into it), or (None, False). The backward must then add it into the
+        gradient it returns for input i: a kernel that writes a new gradient anyway adds it on the way, one
+        pass instead of a separate sum (a layer norm's input, also the residual stream). (None, False) when
+        nothing is waiting, the graph of the backward is recorded, or what waits is not a plain gradient of
+        input i's shape and dtype; then the engine adds as usual."""
         sums, child = self._sums_in_backward, self.next_nodes[i]
         if sums is None or child is None:
-            return None
+            return None, False
         return sums.take(child, self.input_meta[i], self.input_dtypes[i])
 
     def gradient_slot(self, i: int):
         """Where this backward may write input i's gradient, or None: when input i is a leaf whose .grad this
-        backward makes and nothing has been sent to it yet, its place in one array that the engine makes for
-        all such leaves (GradientSums.slot). A backward that writes there returns that array, wrapped, as
-        input i's gradient; one that asks must write it."""
+        backward makes (or a cast of one whose backward runs together with others', backward_together) and
+        nothing has been sent to it yet, its place in one array that the engine makes for all such inputs of
+        one dtype (GradientSums.slot). A backward that writes there returns that array, wrapped, as input i's
+        gradient; one that asks must write it."""
         sums, child = self._sums_in_backward, self.next_nodes[i]
         if sums is None or child is None:
             return None

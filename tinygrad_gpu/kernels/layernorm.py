@@ -11,7 +11,8 @@ The launchers allocate only what the kernels write: a missing bias, or a dbias n
 goes to the kernel as a null pointer (None: the emulator's null, and CuPy's from version 14 on,
 cupy/cuda/function.pyx ``_pointer``; CuPy 13 passed garbage, cupy issue #9046), never as a
 buffer of zeros; dweight and dbias are written, not added to, so they are not zeroed first;
-mean and rstd are the two rows of one (2, rows) allocation.
+out, mean and rstd are views of one allocation (runtime.empty_together), mean and rstd the two rows of a
+(2, rows) array.
 
 The backward with the parameters' gradients is one launch (layernorm_backward_fused) where it fits: rows
 in groups of GROUP_ROWS_MIN to GROUP_ROWS_MAX, n <= FUSED_MAX_N; its workspace (the groups' column sums) and
@@ -137,8 +138,9 @@ def forward(x, weight, bias, eps: float, device: str, out_dtype=None):
     rows, n = x.shape
     x, weight = runtime.contiguous(xp, x), runtime.contiguous(xp, weight)
     bias = None if bias is None else runtime.contiguous(xp, bias)      # None: a null pointer, nothing added
-    out, statistics = xp.empty((rows, n), out_dtype), xp.empty((2, rows), np.float32)
-    mean, rstd = statistics[0], statistics[1]                           # two contiguous rows, one allocation
+    # out and the statistics in one allocation: the backward reads them, and then none of them is wanted
+    out, statistics = runtime.empty_together(xp, ((rows, n), out_dtype), ((2, rows), np.float32))
+    mean, rstd = statistics[0], statistics[1]                           # two contiguous rows
     kernel = runtime.entry_point("layernorm_forward", dtype) if out_dtype == dtype else \
         runtime.entry_point("layernorm_forward_to", out_dtype)
     if rows:
@@ -167,11 +169,12 @@ def adds_in_kernel(device: str, x, weight, dout) -> bool:
 
 
 def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_is_spare: bool = False,
-             need_bias: bool = True, dx_add=None, fused=None, params_into=(None, None)):
+             need_bias: bool = True, dx_add=None, fused=None, params_into=(None, None), dx_add_is_spare: bool = False):
     """dout_is_spare: nobody else holds dout, and dx is computed in it (on the cpu; on emu and cuda by the
     kernels that may, see layernorm.cu). need_bias=False (no bias, or its gradient is not wanted): dbias is
     None, and the kernel stores none (a null pointer). dx_add
-    (rows, n) of x's dtype, or None: returned dx is dx + dx_add (see adds_in_kernel). fused: on emu and
+    (rows, n) of x's dtype, or None: returned dx is dx + dx_add (see adds_in_kernel); dx_add_is_spare: nobody
+    else holds dx_add, and dx is written over it where it is not written over dout. fused: on emu and
     cuda, True or False forces the one-launch kernel or the pair (tests; True still needs need_params and
     0 < n <= FUSED_MAX_N); None lets use_fused choose. params_into: (dweight, dbias) arrays of (n,) to write the
     parameters' gradients into, or None for new ones (on emu and cuda, see adds_in_kernel)."""
@@ -196,9 +199,14 @@ def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_i
         raise ValueError(f"layernorm.backward: the fused kernel computes the parameters' gradients of 1 or more "
                          f"rows of 1 to {FUSED_MAX_N} values, not need_params={need_params} for {rows} rows of {n}")
     # dx written over a spare dout (a copy made by contiguous() is spare too), unless the plain pair's second
-    # kernel must read dout after the first has written dx
-    in_place = dout_is_spare and dout.dtype == dtype and (fused or not need_params)
-    dx = dout if in_place else xp.empty((rows, n), dtype)
+    # kernel must read dout after the first has written dx; else over a spare dx_add (a 16-bit dout cannot
+    # hold float32 dx: a layer norm that feeds products, under autocast), which no kernel reads again
+    if dout_is_spare and dout.dtype == dtype and (fused or not need_params):
+        dx = dout
+    elif dx_add is not None and dx_add_is_spare:
+        dx = dx_add
+    else:
+        dx = xp.empty((rows, n), dtype)
     def parameters_gradients():                          # the kernel writes them: new arrays, or the places given
         dweight = xp.empty(n, dtype) if params_into[0] is None else params_into[0]
         return dweight, ((xp.empty(n, dtype) if params_into[1] is None else params_into[1]) if need_bias else None)

@@ -23,6 +23,7 @@ the same for CuPy and for the emulator.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -192,6 +193,24 @@ def kept_per_device(make, device: str):
     if key not in _kept:
         _kept[key] = make(device)
     return _kept[key]
+
+
+# ----------------------------------------------------------------------------- arrays made together
+ALIGNMENT = 256          # bytes: each array made together starts where a new allocation would (CuPy's are 512)
+
+
+def empty_together(xp, *layouts) -> list:
+    """Uninitialised C-contiguous arrays of the (shape, dtype) `layouts`, views of one allocation: for a kernel's
+    outputs that live and die together (a layer norm's output and the statistics its backward reads), one ask
+    of the memory pool instead of one each; on a GPU each ask costs host time. Each starts a multiple of
+    ALIGNMENT bytes into the allocation, as aligned as an array of its own would be for the kernels' loads."""
+    starts, end = [], 0
+    for shape, dtype in layouts:
+        starts.append(end)
+        end += -(-math.prod(shape) * np.dtype(dtype).itemsize // ALIGNMENT) * ALIGNMENT
+    memory = xp.empty(end, np.uint8)
+    return [memory[start:start + math.prod(shape) * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
+            for start, (shape, dtype) in zip(starts, layouts)]
 
 
 # ----------------------------------------------------------------------------- shapes

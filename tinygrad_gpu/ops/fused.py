@@ -85,7 +85,7 @@ class LayerNormRows(Function):
         rows, dout = x.data.reshape(-1, n), grad.data.reshape(-1, n)
         # x's gradient from the rest of the graph (a residual stream's), added by the kernel as it writes dx
         in_kernel = kernels.layernorm.adds_in_kernel(ctx.device, rows, weight.data, dout)
-        so_far = ctx.take_gradient_so_far(0) if in_kernel else None
+        so_far, so_far_is_spare = ctx.take_gradient_so_far(0) if in_kernel else (None, False)
         # the parameters' gradients written where the engine keeps this step's (the kernels write them anyway)
         params_into = (ctx.gradient_slot(1) if in_kernel and need_weight else None,
                        ctx.gradient_slot(2) if in_kernel and need_bias else None)
@@ -93,6 +93,7 @@ class LayerNormRows(Function):
                                                         need_weight or need_bias, ctx.device,
                                                         dout_is_spare=ctx.grad_is_spare, need_bias=need_bias,
                                                         dx_add=None if so_far is None else so_far.data.reshape(-1, n),
+                                                        dx_add_is_spare=so_far_is_spare,
                                                         params_into=params_into)
         grads = (dx.reshape(x.shape), dweight, dbias)[:3 if ctx.has_bias else 2]
         return tuple(None if a is None or not needed else Tensor._wrap(a, ctx.device)
@@ -347,6 +348,8 @@ class DropoutAdd(Function):
     as the unfused op stores it; the sum float32. The backward sends the output's gradient to residual as it
     is, and through the mask to x, stored in x's dtype by the same launch."""
 
+    hands_on_its_gradient = True          # residual's is the output's; x's is new
+
     @staticmethod
     def composition(residual, x, p, seed, offset):
         return residual + Dropout.composition(x, p, seed, offset)
@@ -368,7 +371,10 @@ class CastTogether(Cast):
     backward is Cast's, gradient cast back to x's dtype; the engine gathers those of a backward's casts that
     lead straight to leaves and makes them together too, with backward_together: one launch for all."""
 
+    _ENGINE_FIELDS = Cast._ENGINE_FIELDS + ("out_dtype",)       # for the engine's place of its gradient
+
     def forward(ctx, x, dtype, made):
+        ctx.out_dtype = made.dtype
         return made
 
     @staticmethod
