@@ -327,7 +327,7 @@ def test_on_the_standin_a_layer_norm_without_bias_allocates_only_what_its_kernel
                          data(rng, (4, 40), np.float32))
     counters.reset()
     out, mean, rstd = layernorm.forward(x, weight, None, 1e-5, "cuda:0")
-    assert (counters.launches, counters.allocations) == (1, 2)          # out, and mean and rstd together
+    assert (counters.launches, counters.allocations) == (1, 1)          # out, mean and rstd together
     counters.reset()
     layernorm.backward(x, weight, mean, rstd, dout, True, "cuda:0", need_bias=False)
     assert (counters.launches, counters.allocations) == (2, 2)          # dx and dweight, nothing zeroed
