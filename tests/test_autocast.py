@@ -248,18 +248,18 @@ def test_the_products_16_bit_weight_gradients_are_written_into_one_array(device,
     from tinygrad_gpu import kernels
     params, loss_of = tied_model(device)
     loss_of(tg.bfloat16).backward()                              # the first region: one by one
-    cast_back, plain = [], kernels.multi_tensor.cast
-    monkeypatch.setattr(kernels.multi_tensor, "cast",
-                        lambda arrays, dtype, *rest, **options: cast_back.append(arrays) or plain(arrays, dtype, *rest, **options))
+    cast, casts = kernels.multi_tensor.cast, []
+
+    def recording(arrays, dtype, *rest, **options):
+        casts.append(arrays)
+        return cast(arrays, dtype, *rest, **options)
+    monkeypatch.setattr(kernels.multi_tensor, "cast", recording)
     loss_of(tg.bfloat16).backward()
-    backward_casts = [arrays for arrays in cast_back if arrays[0].dtype == tg.bfloat16]
-    assert len(backward_casts) == 1
-    weights = [a for a in backward_casts[0] if a.ndim == 2]      # w1's and w2's, from the products
-    assert len(weights) == 2 and len({id(base_of(a)) for a in weights}) == 1
-
-
-def base_of(array):
-    return array if array.base is None else array.base
+    casts_back = [arrays for arrays in casts if arrays[0].dtype == tg.bfloat16]
+    assert len(casts_back) == 1
+    weights = [a for a in casts_back[0] if a.ndim == 2]          # w1's and w2's, from the products
+    owners = {id(a if a.base is None else a.base) for a in weights}
+    assert len(weights) == 2 and len(owners) == 1
 
 
 def test_casts_made_together_keep_the_other_ways_through_the_graph(device):
