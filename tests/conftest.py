@@ -35,7 +35,7 @@ DEVICES = ["cuda"] if CUDA_PASS else ["cpu", "emu", pytest.param("cuda", marks=[
 
 # The cuda pass runs every test file but those that test the cpu or emu devices alone, our scripts
 # on the cpu, or the stand-in itself (they ran in the first pass).
-ON_HOST_ONLY = ("test_benchmark_gpu_check.py", "test_benchmark_gpu_readiness.py", "test_benchmark_kernels.py",
+ON_HOST_ONLY = ("test_benchmark_cpu_kernels.py", "test_benchmark_gpu_check.py", "test_benchmark_gpu_readiness.py", "test_benchmark_kernels.py",
                 "test_benchmark_mixed_precision.py",
                 "test_benchmark_lora.py", "test_benchmark_train_vs_infer.py", "test_benchmark_data_parallel.py",
                 "test_benchmark_ops.py", "test_benchmark_step.py", "test_cupy_standin.py", "test_docs.py",
