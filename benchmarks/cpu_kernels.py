@@ -42,9 +42,8 @@ EPS = 1e-5
 # (config, rows, C): the CPU recipe (batch 12 x block 64, 128 wide) and nanoGPT's GPU config (64 x 256, 384 wide)
 SHAPES = [("recipe", 12 * 64, 128), ("gpu config", 64 * 256, 384)]
 SMALL = [("small", 64, 16)]
-
-
-REORDERED = {"reassoc", "contract"}
+REORDERED = {"reassoc", "contract"}     # numba's fastmath flags that let a sum be vectorized (see above)
+TANH_LIMIT = 9.0                        # float32's tanh is 1 to the last bit from about 9 on
 
 
 def _numba_kernels(fastmath):
@@ -91,9 +90,6 @@ def _numba_kernels(fastmath):
                 out[row, j] = half * v * (one + tanh)
 
     return gelu_rows, layernorm_rows, gelu_rows_rational
-
-
-TANH_LIMIT = 9.0            # float32's tanh is 1 to the last bit from about 9 on
 
 
 def rational_tanh(degrees=(5, 3)) -> tuple:
