@@ -239,6 +239,12 @@ def test_the_next_region_casts_the_parameters_together_with_the_same_numbers(dev
     assert len(seen) == 3 and all(np.array_equal(h, results[0][2]) for h in seen)   # once each, when complete
 
 
+def allocation(array):
+    """Where the memory an array is a view of starts (by address: the stand-in makes a new .base object each time)."""
+    from tinygrad_gpu.kernels import runtime
+    return runtime.address(array if array.base is None else array.base)
+
+
 def test_the_products_16_bit_weight_gradients_are_written_into_one_array(device, monkeypatch):
     """With the casts made together (emu and cuda), each product writes its weight's 16-bit gradient into a place
     the engine made in one array for all the casts' gradients, and the casts back read them there (the numbers
@@ -258,8 +264,34 @@ def test_the_products_16_bit_weight_gradients_are_written_into_one_array(device,
     casts_back = [arrays for arrays in casts if arrays[0].dtype == tg.bfloat16]
     assert len(casts_back) == 1
     weights = [a for a in casts_back[0] if a.ndim == 2]          # w1's and w2's, from the products
-    owners = {id(a if a.base is None else a.base) for a in weights}
-    assert len(weights) == 2 and len(owners) == 1
+    assert len(weights) == 2 and len({allocation(a) for a in weights}) == 1
+
+
+def test_a_16_bit_parameters_gradient_is_not_in_the_casts_array(device, monkeypatch):
+    """A bfloat16 parameter's .grad (kept until zero_grad) and the casts' bfloat16 gradients (gone once cast back)
+    are places in two arrays, so the .grad does not keep the casts' memory alive."""
+    if device == "cpu":
+        pytest.skip("the cpu casts one by one")
+    from tinygrad_gpu import kernels
+    tg.manual_seed(7)
+    w = tg.randn(6, 6, device=device, requires_grad=True)
+    low = tg.randn(6, 6, device=device, dtype=tg.bfloat16, requires_grad=True)
+    x = tg.randn(4, 6, device=device)
+
+    def loss():
+        with tg.autocast(device_type(device), dtype=tg.bfloat16):
+            return F.linear(F.linear(x, w), low).float().sum()
+    loss().backward()                                            # the first region: one by one
+    w.grad = low.grad = None
+    cast, casts = kernels.multi_tensor.cast, []
+
+    def recording(arrays, dtype, *rest, **options):
+        casts.append(arrays)
+        return cast(arrays, dtype, *rest, **options)
+    monkeypatch.setattr(kernels.multi_tensor, "cast", recording)
+    loss().backward()
+    (cast_back,) = [arrays for arrays in casts if arrays[0].dtype == tg.bfloat16]
+    assert low.grad.dtype == tg.bfloat16 and allocation(low.grad.data) not in {allocation(a) for a in cast_back}
 
 
 def test_casts_made_together_keep_the_other_ways_through_the_graph(device):

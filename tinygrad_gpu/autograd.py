@@ -56,10 +56,10 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
     order = _topological_order(roots)
     if inputs is None and not create_graph:     # gradients that may get places in one array (GradientSums.slot):
         for node in order:                      # the leaves whose .grad this backward makes, the casts run together
-            if isinstance(node, Tensor) and node.grad is None:
-                sums.placeable[id(node)] = (node.shape, node.dtype, node.device)
-            elif _runs_together(node):
-                sums.placeable[id(node)] = (node.input_meta[0], node.out_dtype, node.device)
+            if isinstance(node, Tensor) and node.grad is None:         # a .grad: lives until zero_grad
+                sums.placeable[id(node)] = (node.shape, node.dtype, node.device, "kept")
+            elif _runs_together(node):                                  # gone once cast back
+                sums.placeable[id(node)] = (node.input_meta[0], node.out_dtype, node.device, "passing")
     needed = None if inputs is None else _nodes_leading_to(wanted, order)
     captured = {}
     _queued_callbacks.append([])

@@ -76,7 +76,8 @@ class GradientSums:
         self.sums = {}
         self.spare = set()
         # Places for gradients (slot): id of a node that may have one (the engine says which) -> (shape, dtype,
-        # device) of its gradient; then id -> the places made and not yet taken.
+        # device, "kept" or "passing") of its gradient; then id -> the places made and not yet taken. Kept and
+        # passing gradients get arrays of their own: a leaf's .grad, a view, would keep the whole array alive.
         self.placeable = {}
         self.slots = {}
 
@@ -126,9 +127,9 @@ class GradientSums:
         """An array for a backward to write `node`'s gradient into, or None. Only for the nodes the engine made
         placeable (without a recorded graph: the leaves whose .grad this backward makes, and the casts of
         parameters whose backwards it runs together, autograd.run_backward), while nothing is summed for the
-        node yet, once each: the first ask for a dtype on a device makes one array for all such nodes, and each
-        gets a view of it. So a step's parameter gradients are one allocation, not one each (and, as views of
-        one array, lie end to end in memory)."""
+        node yet, once each: the first ask for a dtype on a device makes one array for all such nodes (the
+        leaves' apart from the casts'), and each gets a view of it. So a step's parameter gradients are one
+        allocation, not one each (and, as views of one array, lie end to end in memory)."""
         meta = self.placeable.get(id(node))
         if meta is None or id(node) in self.sums or meta[:2] != (tuple(shape), dtype):
             return None

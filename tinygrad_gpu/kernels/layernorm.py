@@ -138,7 +138,9 @@ def forward(x, weight, bias, eps: float, device: str, out_dtype=None):
     rows, n = x.shape
     x, weight = runtime.contiguous(xp, x), runtime.contiguous(xp, weight)
     bias = None if bias is None else runtime.contiguous(xp, bias)      # None: a null pointer, nothing added
-    # out and the statistics in one allocation: the backward reads them, and then none of them is wanted
+    # out and the statistics in one allocation. They die together where out feeds a product, as in a GPT: the
+    # product keeps out for its backward, which runs just before this one's, the last to read the statistics.
+    # Elsewhere out's memory stays until this backward.
     out, statistics = runtime.empty_together(xp, ((rows, n), out_dtype), ((2, rows), np.float32))
     mean, rstd = statistics[0], statistics[1]                           # two contiguous rows
     kernel = runtime.entry_point("layernorm_forward", dtype) if out_dtype == dtype else \

@@ -201,9 +201,10 @@ ALIGNMENT = 256          # bytes: each array made together starts where a new al
 
 def empty_together(xp, *layouts) -> list:
     """Uninitialised C-contiguous arrays of the (shape, dtype) `layouts`, views of one allocation: for a kernel's
-    outputs that live and die together (a layer norm's output and the statistics its backward reads), one ask
-    of the memory pool instead of one each; on a GPU each ask costs host time. Each starts a multiple of
-    ALIGNMENT bytes into the allocation, as aligned as an array of its own would be for the kernels' loads."""
+    outputs that live and die together (a layer norm's output, which a product keeps, and the statistics its
+    backward reads), one ask of the memory pool instead of one each; on a GPU each ask costs host time. Each
+    starts a multiple of ALIGNMENT bytes into the allocation, as aligned as an array of its own would be for the
+    kernels' loads."""
     starts, end = [], 0
     for shape, dtype in layouts:
         starts.append(end)
