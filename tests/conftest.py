@@ -44,6 +44,13 @@ ON_HOST_ONLY = ("test_benchmark_cpu_kernels.py", "test_benchmark_gpu_check.py", 
 collect_ignore = list(ON_HOST_ONLY) if CUDA_PASS else []
 
 
+def allocation(array):
+    """Where the memory an array is a view of starts, for tests that ask whether arrays share one allocation. By
+    address: the CuPy stand-in makes a new .base object each time, so id() and `is` cannot tell there."""
+    from tinygrad_gpu.kernels import runtime
+    return runtime.address(array if array.base is None else array.base)
+
+
 @pytest.fixture(params=DEVICES)
 def device(request):
     return request.param

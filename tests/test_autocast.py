@@ -12,6 +12,8 @@ import tinygrad_gpu as tg
 import tinygrad_gpu.nn.functional as F
 from tinygrad_gpu.nn import GPT, GPTConfig
 
+from conftest import allocation
+
 HALF = [tg.bfloat16, tg.float16]
 HALF_IDS = ["bfloat16", "float16"]
 
@@ -237,12 +239,6 @@ def test_the_next_region_casts_the_parameters_together_with_the_same_numbers(dev
         for a, b in zip(results[0], later):
             np.testing.assert_array_equal(a, b)
     assert len(seen) == 3 and all(np.array_equal(h, results[0][2]) for h in seen)   # once each, when complete
-
-
-def allocation(array):
-    """Where the memory an array is a view of starts (by address: the stand-in makes a new .base object each time)."""
-    from tinygrad_gpu.kernels import runtime
-    return runtime.address(array if array.base is None else array.base)
 
 
 def test_the_products_16_bit_weight_gradients_are_written_into_one_array(device, monkeypatch):

@@ -12,9 +12,10 @@ import tinygrad_gpu as tg
 import tinygrad_gpu.nn.functional as F
 from tinygrad_gpu import gradient_sums
 from tinygrad_gpu.gradient_sums import GradientSums, SliceGradient
-from tinygrad_gpu.kernels import runtime
 from tinygrad_gpu.ops import fused, linalg
 from tinygrad_gpu.tensor import Function, Tensor
+
+from conftest import allocation
 
 
 def test_the_suite_runs_with_the_check_on():
@@ -208,11 +209,6 @@ def test_a_fused_op_given_one_tensor_twice_differentiates_each_use_once():
 
 
 # ----------------------------------------------------------------------------- the step's gradients in one array
-def allocation(array):
-    """Where the memory an array is a view of starts (by address: the stand-in makes a new .base object each time)."""
-    return runtime.address(array if array.base is None else array.base)
-
-
 def test_a_backwards_parameter_gradients_are_written_into_one_array(device):
     """Linear's dW and layer norm's parameters' gradients (its kernel's, on emu and cuda) go straight into places
     the engine made in one array for the leaves whose .grad the backward makes: views of it, no copies; the

@@ -21,7 +21,7 @@ from tinygrad_gpu import device as devices
 from tinygrad_gpu import dtypes
 from tinygrad_gpu.kernels import adamw, causal_softmax, cross_entropy, embedding_backward, gelu, layernorm, runtime
 
-from conftest import gpu, requires_gpu
+from conftest import allocation, gpu, requires_gpu
 
 EPS = float(np.finfo(np.float32).eps)
 KERNEL_DEVICES = ["emu", pytest.param("cuda", marks=[gpu, requires_gpu])]
@@ -324,12 +324,6 @@ def test_which_data_runs_a_kernel():
     assert runtime.use_fast_cpu("cpu", f32, np.zeros(3)) and not runtime.use_fast_cpu("cpu", f32, bf16)
 
 
-def owner(a):
-    while getattr(a, "base", None) is not None:
-        a = a.base
-    return a
-
-
 @on_kernel_devices
 def test_arrays_made_together_are_aligned_views_of_one_allocation_that_do_not_overlap(device):
     """runtime.empty_together: each array of its own shape and dtype, C-contiguous, starting a multiple of
@@ -339,9 +333,9 @@ def test_arrays_made_together_are_aligned_views_of_one_allocation_that_do_not_ov
     layouts = [((3, 5), dtypes.bfloat16), ((2, 7), np.float32), ((0, 4), np.float16), ((1,), np.float64)]
     arrays = runtime.empty_together(xp, *layouts)
     assert [(a.shape, a.dtype) for a in arrays] == [(shape, np.dtype(dtype)) for shape, dtype in layouts]
-    assert all(a.flags.c_contiguous and (runtime.address(a) - runtime.address(owner(a))) % runtime.ALIGNMENT == 0
+    assert all(a.flags.c_contiguous and (runtime.address(a) - allocation(a)) % runtime.ALIGNMENT == 0
                for a in arrays if a.size)
-    assert len({id(owner(a)) for a in arrays}) == 1 and owner(arrays[0]).nbytes < sum(a.nbytes for a in arrays) + \
+    assert len({allocation(a) for a in arrays}) == 1 and arrays[0].base.nbytes < sum(a.nbytes for a in arrays) + \
         len(arrays) * runtime.ALIGNMENT
     for i, a in enumerate(arrays):
         a[...] = i + 1
