@@ -1,6 +1,6 @@
 """Time a GPT training step: our engine beside PyTorch eager and a hand-written NumPy GPT.
 
-    python benchmarks/step.py                          # the CPU recipe on the CPU, all three
+    python benchmarks/step.py                          # the CPU recipe on the CPU, all of them
     python benchmarks/step.py --config all             # and nanoGPT's GPU config (slow on a CPU)
     python benchmarks/step.py --device cuda --config gpu
     python benchmarks/step.py --only ours --profile    # plus cProfile's top 25 of our step
@@ -8,17 +8,20 @@
 
 A step is what training does: forward, cross-entropy, backward, clip_grad_norm_(1.0), AdamW
 (lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on 2-D parameters), on one fixed random batch.
-All three start from the same weights (our GPT built with --seed, handed over as a
-safetensors file written by tg.save). Each runs in its own process, so that its peak memory
-is its own and one cannot warm the other's caches: peak RSS on the CPU, the allocator's peak
-device memory on CUDA. Before timing, the NumPy worker checks its loss and every gradient
-against our engine's on the same batch and stops with an error if they differ by more than
-1e-4 (relative to each tensor's largest magnitude). The table shows the median step time
-with the 10th and 90th percentiles, tokens per second, peak memory, minor page faults per
-step (on the CPU), the loss at the first and the last step (the three should agree), and
-the ratios ours/numpy and ours/torch (above 1: ours is slower or bigger). On the CPU the three
-take turns, three rounds by default (--rounds), and each row pools its rounds' steps: a
-machine's speed drifts by several percent within a minute, and turns spread the drift evenly.
+Our engine runs as "ours" (the cpu device's default path for its fused ops: numba's compiled
+kernels when numba is installed, else NumPy's fast versions) and, on the CPU, as "ours-numpy" and
+"ours-reference" (the other paths, forced by TINYGRAD_GPU_CPU_KERNELS). All start from the same
+weights (our GPT built with --seed, handed over as a safetensors file written by tg.save). Each
+runs in its own process, so that its peak memory is its own and one cannot warm the other's
+caches: peak RSS on the CPU, the allocator's peak device memory on CUDA. Before timing, the NumPy
+worker checks its loss and every gradient against our engine's on the same batch and stops with
+an error if they differ by more than 1e-4 (relative to each tensor's largest magnitude). The
+table shows the median step time with the 10th and 90th percentiles, tokens per second, peak
+memory, minor page faults per step (on the CPU), the loss at the first and the last step (they
+should agree), and the ratios of each of ours to numpy and torch (above 1: ours is slower or
+bigger). On the CPU they take turns, three rounds by default (--rounds), and each row pools its
+rounds' steps: a machine's speed drifts by several percent within a minute, and turns spread the
+drift evenly.
 
 Timings are wall-clock: other processes on the machine make them noisy (the load average
 is printed), so compare only figures from one run. PyTorch is optional: without it its row
@@ -51,7 +54,10 @@ CONFIGS = {
     "gpu": dict(label="nanoGPT shakespeare_char GPU config", n_layer=6, n_head=6, n_embd=384, block_size=256,
                 batch_size=64, vocab_size=65),
 }
-IMPLEMENTATIONS = ("ours", "torch", "numpy")
+IMPLEMENTATIONS = ("ours", "ours-numpy", "ours-reference", "torch", "numpy")
+# ours on the cpu runs its fused ops one of three ways (kernels/runtime.py's cpu_path): "ours" takes the default
+# (numba's compiled kernels when numba is installed, else NumPy's fast versions), the others force one
+CPU_PATH_OF = {"ours-numpy": "numpy", "ours-reference": "reference"}
 LR, BETAS, WEIGHT_DECAY, MAX_NORM = 1e-3, (0.9, 0.99), 0.1, 1.0
 GRAD_TOL = 1e-4
 MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")
@@ -138,7 +144,8 @@ def worker_ours(args, setup) -> dict:
                       note=f"CuPy pool held {pool.total_bytes() / 2 ** 20:.1f} MB; in use after forward "
                            f"{used[0] / 2 ** 20:.1f} MB")
     else:
-        result.update(peak_mb=host_memory_mb(), base_mb=base_mb)
+        from tinygrad_gpu.kernels import cpu_paths
+        result.update(peak_mb=host_memory_mb(), base_mb=base_mb, note=f"fused ops: the {cpu_paths.cpu_path()} path")
     if args.profile:
         count = max(1, min(5, args.steps))
         profile = cProfile.Profile()
@@ -283,7 +290,8 @@ def worker_numpy(args, setup) -> dict:
     return result
 
 
-WORKERS = dict(ours=worker_ours, torch=worker_torch, numpy=worker_numpy)
+WORKERS = {"ours": worker_ours, "ours-numpy": worker_ours, "ours-reference": worker_ours, "torch": worker_torch,
+           "numpy": worker_numpy}
 
 
 def worker_main(args) -> int:
@@ -329,6 +337,10 @@ def prepare(cfg: dict, seed: int, folder: str, need_reference: bool):
 
 def run_worker(name: str, argv: list, env: dict) -> dict:
     """Run one implementation in a fresh interpreter; relay its output; return its result."""
+    if name in CPU_PATH_OF:
+        if "cpu" not in argv[argv.index("--device") + 1]:
+            return dict(name=name, skipped="a CPU path: the cpu device only")
+        env = dict(env, TINYGRAD_GPU_CPU_KERNELS=CPU_PATH_OF[name])
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", name] + argv
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     result = None
@@ -366,33 +378,33 @@ def summarise(row: dict, tokens_per_step: int) -> dict:
 
 
 def print_table(rows: list) -> None:
-    head = (f"{'implementation':<15}{'ms/step':>10}{'p10':>9}{'p90':>9}{'tokens/s':>10}{'peak MB':>9}"
+    head = (f"{'implementation':<16}{'ms/step':>10}{'p10':>9}{'p90':>9}{'tokens/s':>10}{'peak MB':>9}"
             f"{'base MB':>9}{'faults/step':>12}   loss first -> last")
     print(head)
     print("-" * len(head))
     for r in rows:
         if "median_ms" not in r:
-            print(f"{r['name']:<15}" + (f"skipped: {r['skipped']}" if "skipped" in r else f"FAILED: {r['failed']}"))
+            print(f"{r['name']:<16}" + (f"skipped: {r['skipped']}" if "skipped" in r else f"FAILED: {r['failed']}"))
             continue
         base = f"{r['base_mb']:9.1f}" if "base_mb" in r else f"{'-':>9}"
         faults = f"{r['faults_per_step']:12,.0f}" if "base_mb" in r else f"{'-':>12}"
-        print(f"{r['name']:<15}{r['median_ms']:10.1f}{r['p10_ms']:9.1f}{r['p90_ms']:9.1f}{r['tokens_per_s']:10,.0f}"
+        print(f"{r['name']:<16}{r['median_ms']:10.1f}{r['p10_ms']:9.1f}{r['p90_ms']:9.1f}{r['tokens_per_s']:10,.0f}"
               f"{r['peak_mb']:9.1f}{base}{faults}   {r['loss_first']:.4f} -> {r['loss_last']:.4f}")
     for r in rows:
         if r.get("note"):
             print(f"  {r['name']}: {r['note']}")
     timed = {r["name"]: r for r in rows if "median_ms" in r}
     ratios = []
-    if "ours" in timed:
+    for ours in (name for name in timed if name.startswith("ours")):
         for other in ("numpy", "torch"):
             if other in timed:
-                ratios.append(f"time ours/{other} {timed['ours']['median_ms'] / timed[other]['median_ms']:.2f}x")
-        if "torch" in timed:
-            ours, torch = timed["ours"], timed["torch"]
-            ratios.append(f"peak memory ours/torch {ours['peak_mb'] / torch['peak_mb']:.2f}x")
-            if "base_mb" in ours and "base_mb" in torch:     # without the libraries' own memory
-                above = (ours["peak_mb"] - ours["base_mb"]) / max(torch["peak_mb"] - torch["base_mb"], 1e-9)
-                ratios.append(f"peak above base ours/torch {above:.2f}x")
+                ratios.append(f"time {ours}/{other} {timed[ours]['median_ms'] / timed[other]['median_ms']:.2f}x")
+    if "ours" in timed and "torch" in timed:
+        ours, torch = timed["ours"], timed["torch"]
+        ratios.append(f"peak memory ours/torch {ours['peak_mb'] / torch['peak_mb']:.2f}x")
+        if "base_mb" in ours and "base_mb" in torch:     # without the libraries' own memory
+            above = (ours["peak_mb"] - ours["base_mb"]) / max(torch["peak_mb"] - torch["base_mb"], 1e-9)
+            ratios.append(f"peak above base ours/torch {above:.2f}x")
     if ratios:
         print("ratios (above 1: ours is slower or bigger): " + ", ".join(ratios))
     if "ours" in timed and len(timed["ours"]["round_ms"]) > 1:
@@ -411,7 +423,8 @@ def parse_args(argv=None):
     parser.add_argument("--steps", type=int, help="timed steps (default 30; 3 for the GPU config on a CPU)")
     parser.add_argument("--warmup", type=int, help="untimed steps first (default 3 on the CPU, 5 on CUDA; "
                                                    "1 for the GPU config on a CPU)")
-    parser.add_argument("--only", default=",".join(IMPLEMENTATIONS), help="comma-separated: ours,torch,numpy")
+    parser.add_argument("--only", default=",".join(IMPLEMENTATIONS), help="comma-separated, of " +
+                        ",".join(IMPLEMENTATIONS))
     parser.add_argument("--rounds", type=int,
                         help="run the implementations in turn this many times and pool their steps (default 3 "
                              "on the CPU, 1 for the GPU config on a CPU and on CUDA): a machine's speed drifts "
@@ -486,7 +499,7 @@ def main(argv=None) -> int:
             runs = {name: [] for name in names}
             for round_index in range(rounds):
                 for name in names:
-                    extra = ["--profile"] if args.profile and name == "ours" and round_index == 0 else []
+                    extra = ["--profile"] if args.profile and name.startswith("ours") and round_index == 0 else []
                     runs[name].append(run_worker(name, argv_common + extra, worker_env(args)))
             rows = [summarise(pool_rounds(runs[name]), cfg["batch_size"] * cfg["block_size"]) for name in names]
         print()

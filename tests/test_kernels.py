@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import tinygrad_gpu as tg
 from tinygrad_gpu import device as devices
 from tinygrad_gpu import dtypes
-from tinygrad_gpu.kernels import adamw, causal_softmax, cross_entropy, embedding_backward, gelu, layernorm, runtime
+from tinygrad_gpu.kernels import adamw, causal_softmax, cpu_paths, cross_entropy, embedding_backward, gelu, layernorm, runtime
 
 from conftest import allocation, gpu, requires_gpu
 
@@ -279,8 +279,8 @@ def test_causal_softmax(device, dtype, batch, heads, L, S, scale, seed):
 # ----------------------------------------------------------------------------- 16-bit data: dispatch
 @pytest.mark.parametrize("dtype", HALF, ids=lambda d: np.dtype(d).name)
 def test_16_bit_data_on_the_cpu_is_the_reference(dtype):
-    """The cpu sends float16 and bfloat16 data to the references (fast_cpu.py is written for float32 and
-    float64): their very numbers, in the dtypes the kernels give."""
+    """The cpu sends float16 and bfloat16 data to the references (compiled_cpu.py and fast_cpu.py are written
+    for float32 and float64): their very numbers, in the dtypes the kernels give."""
     rng = np.random.default_rng(0)
     x, dy, scores, weight, bias = (float32(rng, shape).astype(dtype) for shape in ((6, 37), (6, 37), (2, 6, 9), 37, 37))
     targets = rng.integers(0, 37, 6)
@@ -321,7 +321,7 @@ def test_which_data_runs_a_kernel():
     assert [runtime.entry_point("gelu_forward", dtype) for dtype in STORAGE_DTYPES] == \
         ["gelu_forward", "gelu_forward_f16", "gelu_forward_bf16"]
     assert runtime.working_dtype(dtypes.float16) == runtime.working_dtype(dtypes.bfloat16) == np.float32
-    assert runtime.use_fast_cpu("cpu", f32, np.zeros(3)) and not runtime.use_fast_cpu("cpu", f32, bf16)
+    assert cpu_paths.cpu_kernels("cpu", f32, np.zeros(3)) is not None and cpu_paths.cpu_kernels("cpu", f32, bf16) is None
 
 
 @on_kernel_devices

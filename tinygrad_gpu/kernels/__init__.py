@@ -23,8 +23,9 @@ works, why it is numerically safe.
     philox.h               the Philox4x32-10 rounds, shared by philox.cu and the kernels that draw numbers
 
 Where they run (``runtime.py``): ``cuda`` through ``cupy.RawModule``; ``emu`` through the
-CPU emulator (``emulator.py`` and ``cuda_emu.h``); ``cpu`` runs ``fast_cpu.py``, the same
-numbers as the references with less memory traffic.  The autograd Functions that call them
+CPU emulator (``emulator.py`` and ``cuda_emu.h``); ``cpu`` runs ``compiled_cpu.py`` (numba)
+when numba is installed, else ``fast_cpu.py`` (NumPy): the same numbers as the references
+with less memory traffic (``runtime.cpu_path`` says which, and how to force one).  The autograd Functions that call them
 live in ``tinygrad_gpu/ops/fused.py``; ``nn.functional`` routes to those.  ``with
 kernels.fused(False):`` (or ``TINYGRAD_GPU_FUSED=0``) turns the routing off, so the same ops
 run as compositions of Tensor ops, for comparison.

@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from .. import device as devices
-from . import fast_cpu, runtime
+from . import cpu_paths, runtime
 
 FILE = "adamw.cu"
 
@@ -93,9 +93,10 @@ def adamw_update(param, grad, exp_avg, exp_avg_sq, lr: float, beta1: float, beta
     """Update param, exp_avg and exp_avg_sq in place (AdamW; Adam with decoupled=False)."""
     _check_shapes(param, grad, exp_avg, exp_avg_sq)
     s = step_scalars(lr, beta1, beta2, weight_decay, step, decoupled)
-    if device == "cpu":
-        fast_cpu.adamw_update(param, grad, exp_avg, exp_avg_sq, s["step_size"], beta1, beta2,
-                              s["bias_correction2_sqrt"], eps, s["decay"], s["l2"])
+    cpu = cpu_paths.cpu_kernels(device)        # every dtype: the update is written for any
+    if cpu:
+        cpu.adamw_update(param, grad, exp_avg, exp_avg_sq, s["step_size"], beta1, beta2,
+                         s["bias_correction2_sqrt"], eps, s["decay"], s["l2"])
         return
     if not runtime.use_kernel(device, param, exp_avg, exp_avg_sq):
         reference_update(param, grad, exp_avg, exp_avg_sq, s["step_size"], beta1, beta2,
@@ -126,8 +127,9 @@ def adamw_update_skippable(param, grad, exp_avg, exp_avg_sq, step, found_inf, lr
         reference_count_step(step, found_inf)
         if found_inf == 0:
             s = step_scalars(lr, beta1, beta2, weight_decay, int(step), decoupled)
-            fast_cpu.adamw_update(param, grad, exp_avg, exp_avg_sq, s["step_size"], beta1, beta2,
-                                  s["bias_correction2_sqrt"], eps, s["decay"], s["l2"])
+            cpu = cpu_paths.cpu_kernels(device)
+            (cpu.adamw_update if cpu else reference_update)(param, grad, exp_avg, exp_avg_sq, s["step_size"], beta1,
+                                                            beta2, s["bias_correction2_sqrt"], eps, s["decay"], s["l2"])
         return
     w = weight_decay_scalars(lr, weight_decay, decoupled)
     kernel = runtime.use_kernel(device, param, exp_avg, exp_avg_sq)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import device as devices
-from . import fast_cpu, runtime
+from . import cpu_paths, runtime
 
 FILE = "causal_softmax.cu"
 
@@ -53,8 +53,9 @@ def _rows(kernel: str, device: str, out_like, inputs, scale: float):
 
 def forward(scores, scale: float, device: str, scores_are_spare: bool = False):
     """scores_are_spare: nobody else holds scores, and the CPU computes the probabilities in it."""
-    if runtime.use_fast_cpu(device, scores):
-        return fast_cpu.causal_softmax_forward(scores, scale, scores_are_spare)
+    cpu = cpu_paths.cpu_kernels(device, scores)
+    if cpu:
+        return cpu.causal_softmax_forward(scores, scale, scores_are_spare)
     if not runtime.use_kernel(device, scores, half=True):
         return reference_forward(scores, scale)
     return _rows("causal_softmax_forward", device, scores, [scores], scale)
@@ -62,8 +63,9 @@ def forward(scores, scale: float, device: str, scores_are_spare: bool = False):
 
 def backward(probs, dprobs, scale: float, device: str, dprobs_are_spare: bool = False):
     """dprobs_are_spare: nobody else holds dprobs, and the CPU computes the result in it."""
-    if runtime.use_fast_cpu(device, probs, dprobs):
-        return fast_cpu.causal_softmax_backward(probs, dprobs, scale, dprobs_are_spare)
+    cpu = cpu_paths.cpu_kernels(device, probs, dprobs)
+    if cpu:
+        return cpu.causal_softmax_backward(probs, dprobs, scale, dprobs_are_spare)
     if not runtime.use_kernel(device, probs, dprobs, half=True):
         return reference_backward(probs, dprobs, scale)
     return _rows("causal_softmax_backward", device, probs, [probs, dprobs], scale)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import device as devices
-from . import fast_cpu, runtime
+from . import cpu_paths, runtime
 
 FILE = "embedding_backward.cu"
 
@@ -29,8 +29,9 @@ def order_by_id(xp, ids):
 
 
 def embedding_backward(ids, dout, n_embeddings: int, device: str):
-    if device == "cpu":
-        return fast_cpu.embedding_backward(ids, dout, n_embeddings)
+    cpu = cpu_paths.cpu_kernels(device)        # dout of any dtype: the sums are NumPy's own
+    if cpu:
+        return cpu.embedding_backward(ids, dout, n_embeddings)
     if not runtime.use_kernel(device, dout):
         return reference(ids, dout, n_embeddings)
     xp = devices.array_module(device)

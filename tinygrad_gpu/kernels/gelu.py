@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from .. import device as devices
-from . import fast_cpu, runtime
+from . import cpu_paths, runtime
 
 FILE = "gelu.cu"
 K, C = math.sqrt(2 / math.pi), 0.044715
@@ -52,8 +52,9 @@ def _elementwise(kernel: str, device: str, *inputs, into_last: bool = False):
 
 
 def forward(x, device: str):
-    if runtime.use_fast_cpu(device, x):
-        return fast_cpu.gelu_forward(x, K, C)
+    cpu = cpu_paths.cpu_kernels(device, x)
+    if cpu:
+        return cpu.gelu_forward(x, K, C)
     if not runtime.use_kernel(device, x, half=True):
         return reference_forward(x)
     return _elementwise("gelu_forward", device, x)
@@ -63,8 +64,9 @@ def forward_keeping_slope(x, device: str):
     """(gelu(x), slope) for a forward whose backward will follow: on the CPU, for float32 and float64
     data, slope is gelu'(x), which makes the backward one multiplication (fast_cpu.py says why);
     elsewhere it is None, and the backward recomputes it."""
-    if runtime.use_fast_cpu(device, x):
-        return fast_cpu.gelu_forward_and_slope(x, K, C)
+    cpu = cpu_paths.cpu_kernels(device, x)
+    if cpu:
+        return cpu.gelu_forward_and_slope(x, K, C)
     return forward(x, device), None
 
 
@@ -72,7 +74,7 @@ def backward(x, dy, device: str, slope=None, dy_is_spare: bool = False):
     """dx for the output's gradient dy; `slope` is what forward_keeping_slope() kept, if anything. dy_is_spare:
     nobody else holds dy, and dx is computed in it (a copy made by contiguous() is spare too)."""
     if slope is not None:
-        return fast_cpu.gelu_backward_from_slope(slope, dy, x.dtype, dy_is_spare)
+        return cpu_paths.cpu_kernels(device).gelu_backward_from_slope(slope, dy, x.dtype, dy_is_spare)
     if not runtime.use_kernel(device, x, dy, half=True):
         return reference_backward(x, dy)
     return _elementwise("gelu_backward", device, x, dy, into_last=dy_is_spare)

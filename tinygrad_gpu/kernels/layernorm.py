@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import device as devices
 from .. import dtypes
-from . import fast_cpu, runtime
+from . import cpu_paths, runtime
 
 FILE = "layernorm.cu"
 FUSED_BLOCK = 256          # layernorm.cu's 32 * LN_FUSED_WARPS
@@ -129,8 +129,9 @@ def forward(x, weight, bias, eps: float, device: str, out_dtype=None):
     out_dtype = x.dtype if out_dtype is None else np.dtype(out_dtype)
     if out_dtype != x.dtype and not (x.dtype == np.float32 and dtypes.is_half(out_dtype)):
         raise ValueError(f"layernorm.forward: {x.dtype} data gives {x.dtype}, or float32 a 16-bit out, not {out_dtype}")
-    if runtime.use_fast_cpu(device, x, weight, bias):
-        out, mean, rstd = fast_cpu.layernorm_forward(x, weight, bias, eps)
+    cpu = cpu_paths.cpu_kernels(device, x, weight, bias)
+    if cpu:
+        out, mean, rstd = cpu.layernorm_forward(x, weight, bias, eps)
         return out.astype(out_dtype, copy=False), mean, rstd
     if not runtime.use_kernel(device, x, weight, bias, half=True):
         return reference_forward(x, weight, bias, eps, out_dtype)
@@ -167,7 +168,7 @@ def _entry(kernel: str, x, dout) -> str:
 def adds_in_kernel(device: str, x, weight, dout) -> bool:
     """Does backward run the kernel for these arrays, which adds dx_add on the way out? (Elsewhere a
     caller lets the engine sum the gradients, as it would anyway.)"""
-    return not runtime.use_fast_cpu(device, x, weight, dout) and _kernel_dtypes(device, x, weight, dout)
+    return cpu_paths.cpu_kernels(device, x, weight, dout) is None and _kernel_dtypes(device, x, weight, dout)
 
 
 def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_is_spare: bool = False,
@@ -185,8 +186,9 @@ def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_i
         return dx + dx_add, dweight, dbias
     if device == "cpu" and x.dtype == np.float32 and dtypes.is_half(dout.dtype):
         dout, dout_is_spare = dout.astype(np.float32), True    # the cpu's float32 way, on a new (spare) array
-    if runtime.use_fast_cpu(device, x, weight, dout):
-        dx, dweight, dbias = fast_cpu.layernorm_backward(x, weight, mean, rstd, dout, need_params, dout_is_spare)
+    cpu = cpu_paths.cpu_kernels(device, x, weight, dout)
+    if cpu:
+        dx, dweight, dbias = cpu.layernorm_backward(x, weight, mean, rstd, dout, need_params, dout_is_spare)
         return dx, dweight, (dbias if need_bias else None)
     if not _kernel_dtypes(device, x, weight, dout):
         dx, dweight, dbias = reference_backward(x, weight, mean, rstd, dout, need_params)

@@ -2,8 +2,10 @@
 
 * ``cuda``: the ``.cu`` file through ``cupy.RawModule``, compiled once per GPU and cached;
 * ``emu``: the same file through the CPU emulator (``emulator.py``);
-* ``cpu``: the fast CPU versions (``fast_cpu.py``), which compute what the references do, for
-  float32 and float64 data; float16 and bfloat16 data there takes the NumPy reference;
+* ``cpu``: for float32 and float64 data, numba's compiled versions (``compiled_cpu.py``) when numba
+  is installed, else NumPy's fast versions (``fast_cpu.py``), which compute what the references do;
+  ``$TINYGRAD_GPU_CPU_KERNELS`` forces one, or the reference (``cpu_paths.py``); float16 and bfloat16
+  data there takes the NumPy reference;
 * on ``emu`` and ``cuda``, data of a dtype the kernel has no entry point for (float64, inputs of
   mixed dtypes, 16-bit data for a float32-only kernel): the NumPy reference next to the kernel,
   which is the definition of what it must compute.
@@ -97,18 +99,12 @@ def use_kernel(device: str, *arrays, half: bool = False) -> bool:
     """Do these inputs of one kernel call run the kernel? On emu and cuda, when its floating-point
     inputs share one dtype: float32, or also float16 and bfloat16 for a kernel with 16-bit entry
     points (`half`; entry_point names them). Anything else takes the NumPy reference (the launchers
-    send the cpu to fast_cpu.py or the reference before they ask). The arrays given are the call's
+    send the cpu to its own path before they ask: cpu_paths.py). The arrays given are the call's
     data; what a kernel reads in float32 whatever the data's dtype (a layer norm's saved mean and
     rstd, cross-entropy's lse and dlosses) is not given. Integer arrays (targets) and an optional
     input that is absent (None) do not count."""
     floating = {a.dtype for a in arrays if a is not None and dtypes.is_floating(a.dtype)}
     return device != "cpu" and len(floating) <= 1 and floating <= (set(KERNEL_DTYPES) if half else {dtypes.float32})
-
-
-def use_fast_cpu(device: str, *arrays) -> bool:
-    """Does the cpu run fast_cpu.py for these inputs? For float32 and float64 data (what its code is
-    written for); 16-bit data takes the reference, which computes in float32 and rounds once."""
-    return device == "cpu" and not any(a is not None and dtypes.is_half(a.dtype) for a in arrays)
 
 
 def entry_point(kernel: str, dtype) -> str:
@@ -178,7 +174,7 @@ def launch(device: str, filename: str, kernel: str, grid, block, args, shared_me
     elif device == "emu":
         emu_module(filename).launch(kernel, grid, block, args, shared_mem)
     else:
-        raise ValueError(f"kernels run on 'emu' and 'cuda', not {device!r} (cpu runs fast_cpu.py)")
+        raise ValueError(f"kernels run on 'emu' and 'cuda', not {device!r} (cpu runs cpu_paths.cpu_kernels())")
 
 
 # ----------------------------------------------------------------------------- kept buffers

@@ -3,8 +3,8 @@
 These are compositions of Tensor ops, so their gradients (and second derivatives) come
 from the ops they are made of.  The hot ones (cross_entropy, layer_norm, gelu with
 approximate="tanh", embedding, causal attention) route to fused ops instead
-(``tinygrad_gpu/ops/fused.py``: our CUDA kernels on emu and cuda, ``kernels/fast_cpu.py`` on
-cpu), behind the same signatures and computing the same values; ``with
+(``tinygrad_gpu/ops/fused.py``: our CUDA kernels on emu and cuda, ``kernels/compiled_cpu.py`` or
+``kernels/fast_cpu.py`` on cpu), behind the same signatures and computing the same values; ``with
 tinygrad_gpu.kernels.fused(False):`` runs the compositions those fused ops name instead.
 """
 from __future__ import annotations

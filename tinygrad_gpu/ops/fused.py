@@ -2,8 +2,8 @@
 
 Each Function is one op where a composition of Tensor ops would be a dozen: one kernel per
 direction (``tinygrad_gpu/kernels``): the ``.cu`` kernel on ``emu`` and ``cuda`` for float32
-data, on ``cpu`` the fast versions of ``kernels/fast_cpu.py`` (or the reference itself, where
-it is cheap already: cross-entropy), and the NumPy reference for other dtypes.
+data, on ``cpu`` the compiled versions of ``kernels/compiled_cpu.py`` or the NumPy ones of
+``kernels/fast_cpu.py`` (or the reference itself, where it is cheap already: cross-entropy), and the NumPy reference for other dtypes.
 ``nn.functional`` routes its hot ops here.
 
 Each one states what it computes as its ``composition``: the same op written as Tensor

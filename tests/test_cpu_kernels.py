@@ -1,19 +1,38 @@
-"""kernels/fast_cpu.py, what the cpu device runs, against the references it must agree with.
+"""The cpu device's two fast paths, kernels/compiled_cpu.py (numba) and kernels/fast_cpu.py (NumPy),
+against the references they must agree with, and the switch between the three.
 
 The references (reference_* in each kernel's Python file) are the plain formulas of the .cu
-files; the fast versions compute the same in place, in chunks and with shortcuts. Each test
-draws shapes with hypothesis, in float16, float32 and float64, including values where a
-shortcut changes course (GELU past |x| = 10 and past x^2 overflowing, softmax scores past
+files; the fast versions compute the same in place, in chunks, compiled, and with shortcuts. Each
+test of an op runs for both paths (the `cpu` fixture; the compiled one is skipped where numba is
+not installed) and draws shapes with hypothesis, in float16, float32 and float64, including values
+where a shortcut changes course (GELU past |x| = 10 and past x^2 overflowing, softmax scores past
 +-60, rows of nearly equal values) and sizes that straddle fast_cpu.CHUNK.
 """
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tinygrad_gpu.kernels import adamw, causal_softmax, embedding_backward, fast_cpu, gelu, layernorm
+from tinygrad_gpu.kernels import adamw, causal_softmax, cpu_paths, embedding_backward, fast_cpu, gelu, layernorm
 
 DTYPES = st.sampled_from([np.float16, np.float32, np.float64])
+needs_numba = pytest.mark.skipif(not cpu_paths.numba_installed(), reason="numba is not installed (the compiled path)")
+PATHS = ["numpy", pytest.param("compiled", marks=needs_numba)]
+
+
+def path_module(path):
+    if path == "compiled":
+        from tinygrad_gpu.kernels import compiled_cpu
+        return compiled_cpu
+    return fast_cpu
+
+
+@pytest.fixture(params=PATHS, scope="module")      # module: hypothesis refuses function-scoped fixtures
+def cpu(request):
+    """The module of one CPU path: fast_cpu, or compiled_cpu (the same functions)."""
+    return path_module(request.param)
 
 
 def eps(dtype):
@@ -43,25 +62,25 @@ def extreme(rng, shape, dtype):
 
 # ----------------------------------------------------------------------------- GELU
 @given(st.sampled_from([0, 1, 7, 1000, fast_cpu.CHUNK + 5, 2 * fast_cpu.CHUNK + 1]), DTYPES, st.integers(0, 2**32 - 1))
-def test_gelu_forward_and_its_kept_slope_agree_with_the_references(n, dtype, seed):
+def test_gelu_forward_and_its_kept_slope_agree_with_the_references(cpu, n, dtype, seed):
     rng = np.random.default_rng(seed)
     x, dy = extreme(rng, n, dtype), rng.standard_normal(n).astype(dtype)
     want_y, want_dx = gelu.reference_forward(x), gelu.reference_backward(x, dy)
-    y = fast_cpu.gelu_forward(x, gelu.K, gelu.C)
-    y_too, slope = fast_cpu.gelu_forward_and_slope(x, gelu.K, gelu.C)
+    y = cpu.gelu_forward(x, gelu.K, gelu.C)
+    y_too, slope = cpu.gelu_forward_and_slope(x, gelu.K, gelu.C)
     np.testing.assert_array_equal(y_too, y)            # training and inference give the same activations
     # 1 + tanh(u) cancels for x < 0: an ulp of error scaled by |x|; the slope's terms reach about 14
     assert_close(y, want_y, 4 * eps(dtype) * (1 + np.abs(x.astype(np.float64))))
-    dx = fast_cpu.gelu_backward_from_slope(slope, dy.copy(), dtype)
+    dx = cpu.gelu_backward_from_slope(slope, dy.copy(), dtype)
     assert_close(dx, want_dx, 64 * eps(dtype) * (1 + np.abs(dy.astype(np.float64))))
     assert np.isfinite(y).all() and np.isfinite(dx).all()
 
 
-def test_gelu_slope_is_the_derivative_on_both_sides_of_the_clip():
+def test_gelu_slope_is_the_derivative_on_both_sides_of_the_clip(cpu):
     """The fast slope takes x clipped to +-10; against float64 on |x| from 0 to 1e30."""
     x = np.concatenate([np.linspace(-12, 12, 4801), [-1e30, -1e20, -1e13, -20, 20, 1e13, 1e20, 1e30]])
     for dtype in (np.float32, np.float64):
-        _, slope = fast_cpu.gelu_forward_and_slope(x.astype(dtype), gelu.K, gelu.C)
+        _, slope = cpu.gelu_forward_and_slope(x.astype(dtype), gelu.K, gelu.C)
         x64 = x.astype(dtype).astype(np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
             t = np.tanh(gelu.K * x64 * (1 + gelu.C * x64 ** 2))
@@ -70,22 +89,22 @@ def test_gelu_slope_is_the_derivative_on_both_sides_of_the_clip():
         np.testing.assert_allclose(slope, want, rtol=0, atol=64 * eps(dtype))
 
 
-def test_gelu_backward_computes_in_a_spare_gradient_and_leaves_the_slope_alone():
+def test_gelu_backward_computes_in_a_spare_gradient_and_leaves_the_slope_alone(cpu):
     x = np.linspace(-3, 3, 50, dtype=np.float32)
-    _, slope = fast_cpu.gelu_forward_and_slope(x, gelu.K, gelu.C)
+    _, slope = cpu.gelu_forward_and_slope(x, gelu.K, gelu.C)
     kept, dy = slope.copy(), np.ones(50, np.float32)
-    dx = fast_cpu.gelu_backward_from_slope(slope, dy, np.float32, dy_is_spare=True)
+    dx = cpu.gelu_backward_from_slope(slope, dy, np.float32, dy_is_spare=True)
     assert np.shares_memory(dx, dy)
     np.testing.assert_array_equal(slope, kept)
     dy = np.ones(50, np.float32)
-    dx = fast_cpu.gelu_backward_from_slope(slope, dy, np.float32)
+    dx = cpu.gelu_backward_from_slope(slope, dy, np.float32)
     assert not np.shares_memory(dx, dy) and (dy == 1).all()
 
 
 # ----------------------------------------------------------------------------- layer norm
 @given(st.integers(1, 40), st.sampled_from([1, 7, 64, 257]), DTYPES, st.booleans(), st.booleans(),
        st.sampled_from(["normal", "offset", "constant"]), st.integers(0, 2**32 - 1))
-def test_layernorm_agrees_with_the_reference(rows, n, dtype, with_bias, spare, values, seed):
+def test_layernorm_agrees_with_the_reference(cpu, rows, n, dtype, with_bias, spare, values, seed):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((rows, n))
     if values == "offset":                  # a large mean next to a small spread: the variance's trap
@@ -98,7 +117,7 @@ def test_layernorm_agrees_with_the_reference(rows, n, dtype, with_bias, spare, v
     dout = rng.standard_normal((rows, n)).astype(dtype)
     # float16: the reference keeps mean and rstd in float32, as the kernels do, the fast version rounds them
     want = tuple(a.astype(dtype) for a in layernorm.reference_forward(x, weight, bias, 1e-5))
-    got = fast_cpu.layernorm_forward(x, weight, bias, 1e-5)
+    got = cpu.layernorm_forward(x, weight, bias, 1e-5)
     tol = 16 * eps(dtype)
     mean, rstd = want[1], want[2]
     # x - mean cancels all but the last digits of values far from 0 (the "offset" rows): the two ways
@@ -109,7 +128,7 @@ def test_layernorm_agrees_with_the_reference(rows, n, dtype, with_bias, spare, v
         assert_close(g, w, tol * (1 + np.abs(w.astype(np.float64))) + shifted * magnify)
     want_grads = layernorm.reference_backward(x, weight, mean, rstd, dout)
     dout_before = dout.copy()
-    grads = fast_cpu.layernorm_backward(x, weight, mean, rstd, dout, True, dout_is_spare=spare)
+    grads = cpu.layernorm_backward(x, weight, mean, rstd, dout, True, dout_is_spare=spare)
     if not spare:
         np.testing.assert_array_equal(dout, dout_before)
     # dx cancels terms of size rstd |dout weight| (a row of nearly equal values keeps only their last digits)
@@ -121,7 +140,7 @@ def test_layernorm_agrees_with_the_reference(rows, n, dtype, with_bias, spare, v
 # ----------------------------------------------------------------------------- causal softmax
 @given(st.integers(1, 3), st.integers(1, 70), st.integers(1, 70), DTYPES, st.sampled_from([0.1, 3.0, 50.0, 1e4]),
        st.booleans(), st.integers(0, 2**32 - 1))
-def test_causal_softmax_agrees_with_the_reference(heads, L, S, dtype, size, spare, seed):
+def test_causal_softmax_agrees_with_the_reference(cpu, heads, L, S, dtype, size, spare, seed):
     """Scores of every size: the fast forward skips the row maxima only when every scaled score is
     within +-60, and must give the reference's probabilities both ways."""
     rng = np.random.default_rng(seed)
@@ -130,25 +149,26 @@ def test_causal_softmax_agrees_with_the_reference(heads, L, S, dtype, size, spar
     dprobs = rng.standard_normal((heads, L, S)).astype(dtype)
     want = causal_softmax.reference_forward(scores, 0.5)
     before = scores.copy()
-    probs = fast_cpu.causal_softmax_forward(scores, 0.5, scores_are_spare=spare)
+    probs = cpu.causal_softmax_forward(scores, 0.5, scores_are_spare=spare)
     if not spare:
         np.testing.assert_array_equal(scores, before)
     assert np.isfinite(probs).all()
     assert_close(probs, want, 8 * eps(dtype))
     want_d = causal_softmax.reference_backward(want, dprobs, 0.5)
-    got_d = fast_cpu.causal_softmax_backward(want, dprobs.copy(), 0.5, dprobs_are_spare=spare)
+    got_d = cpu.causal_softmax_backward(want, dprobs.copy(), 0.5, dprobs_are_spare=spare)
     assert_close(got_d, want_d, 8 * eps(dtype) * S * np.abs(dprobs.astype(np.float64)).max())
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("size", [1.0, 50.0, 1e4])
-@pytest.mark.parametrize("softmax", [fast_cpu.causal_softmax_forward, causal_softmax.reference_forward])
-def test_causal_softmax_with_and_without_the_row_max_is_the_float64_softmax(softmax, dtype, size):
+@pytest.mark.parametrize("path", [*PATHS, "reference"])
+def test_causal_softmax_with_and_without_the_row_max_is_the_float64_softmax(path, dtype, size):
     """The fast forward skips subtracting each row's max when every scaled score is moderate (|z| < 60)
     and needs it past that: both ways, and the reference too, the float64 softmax of the visible keys."""
     rng = np.random.default_rng(0)
     scores = (rng.standard_normal((2, 3, 5, 7)) * size).astype(dtype)
     scores[0, 0, 4, 1] = 2 * size               # one score past 60 after scaling, in the wide cases
+    softmax = causal_softmax.reference_forward if path == "reference" else path_module(path).causal_softmax_forward
     probs = softmax(scores, 0.5)
     z = np.where(causal_softmax.future_mask(np, 5, 7), -np.inf, 0.5 * scores.astype(np.float64))
     want = np.exp(z - z.max(-1, keepdims=True))
@@ -159,7 +179,7 @@ def test_causal_softmax_with_and_without_the_row_max_is_the_float64_softmax(soft
 
 # ----------------------------------------------------------------------------- embedding backward
 @given(st.integers(0, 300), st.integers(1, 70), st.integers(1, 40), DTYPES, st.integers(0, 2**32 - 1))
-def test_embedding_backward_agrees_with_the_reference(tokens, n_embeddings, dim, dtype, seed):
+def test_embedding_backward_agrees_with_the_reference(cpu, tokens, n_embeddings, dim, dtype, seed):
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, n_embeddings, tokens)                # repeated ids must all add up
     dout = rng.standard_normal((tokens, dim)).astype(dtype)
@@ -168,12 +188,12 @@ def test_embedding_backward_agrees_with_the_reference(tokens, n_embeddings, dim,
     # the running sum, which is at most the sum of the rows' magnitudes
     magnitudes = embedding_backward.reference(ids, np.abs(dout.astype(np.float64)), n_embeddings)
     counts = np.bincount(ids, minlength=n_embeddings)[:, None]
-    assert_close(fast_cpu.embedding_backward(ids, dout, n_embeddings), want, 2 * eps(dtype) * counts * magnitudes)
+    assert_close(cpu.embedding_backward(ids, dout, n_embeddings), want, 2 * eps(dtype) * counts * magnitudes)
 
 
 # ----------------------------------------------------------------------------- AdamW
 @given(st.integers(1, 300), DTYPES, st.booleans(), st.integers(0, 2**32 - 1))
-def test_adamw_agrees_with_the_reference(n, dtype, decoupled, seed):
+def test_adamw_agrees_with_the_reference(cpu, n, dtype, decoupled, seed):
     rng = np.random.default_rng(seed)
     fast = [rng.standard_normal(n).astype(dtype), np.zeros(n, dtype), np.zeros(n, dtype)]
     plain = [a.copy() for a in fast]
@@ -183,23 +203,113 @@ def test_adamw_agrees_with_the_reference(n, dtype, decoupled, seed):
         grad = (rng.standard_normal(n) * size).astype(dtype)
         s = adamw.step_scalars(1e-2, 0.9, 0.99, 0.1, step, decoupled)
         args = (0.9, 0.99, s["bias_correction2_sqrt"], eps_adam, s["decay"], s["l2"])
-        fast_cpu.adamw_update(fast[0], grad, fast[1], fast[2], s["step_size"], *args)
+        cpu.adamw_update(fast[0], grad, fast[1], fast[2], s["step_size"], *args)
         adamw.reference_update(plain[0], grad, plain[1], plain[2], s["step_size"], *args)
     for got, want in zip(fast, plain):
         assert np.isfinite(got).all()
         assert_close(got, want, 16 * eps(dtype) * (1 + np.abs(want.astype(np.float64))))
 
 
-@pytest.mark.parametrize("name", ["gelu_forward", "layernorm_forward", "causal_softmax_forward", "embedding_backward"])
-def test_the_cpu_device_runs_the_fast_versions(monkeypatch, name):
-    """The launchers send cpu to fast_cpu (and nothing else there)."""
+# ----------------------------------------------------------------------------- the switch
+CALLS = {"gelu_forward": lambda x: gelu.forward(x, "cpu"),
+         "layernorm_forward": lambda x: layernorm.forward(x[0], x[0, 0], None, 1e-5, "cpu"),
+         "layernorm_backward": lambda x: layernorm.backward(x[0], x[0, 0], x[0, 0], x[0, 0], x[0], True, "cpu"),
+         "causal_softmax_forward": lambda x: causal_softmax.forward(x, 1.0, "cpu"),
+         "causal_softmax_backward": lambda x: causal_softmax.backward(x, x, 1.0, "cpu"),
+         "embedding_backward": lambda x: embedding_backward.embedding_backward(np.array([0, 1]), x[0, :2], 4, "cpu"),
+         "adamw_update": lambda x: adamw.adamw_update(x[0, 0].copy(), x[0, 0], x[0, 0] * 0, x[0, 0] * 0, 1e-3, 0.9,
+                                                      0.99, 1e-8, 0.1, 1, "cpu")}
+
+
+@pytest.mark.parametrize("name", CALLS)
+@pytest.mark.parametrize("path", [*PATHS, "reference"])
+def test_the_cpu_runs_the_path_the_switch_names(monkeypatch, path, name):
+    """TINYGRAD_GPU_CPU_KERNELS=compiled|numpy|reference: the launchers call that module's function, once, and
+    no other path's; reference calls neither."""
+    monkeypatch.setenv(cpu_paths.CPU_KERNELS, path)
     calls = []
-    original = getattr(fast_cpu, name)
-    monkeypatch.setattr(fast_cpu, name, lambda *a, **k: calls.append(name) or original(*a, **k))
-    x = np.ones((2, 3, 3), np.float32)
-    {"gelu_forward": lambda: gelu.forward(x, "cpu"),
-     "layernorm_forward": lambda: layernorm.forward(x[0], x[0, 0], None, 1e-5, "cpu"),
-     "causal_softmax_forward": lambda: causal_softmax.forward(x, 1.0, "cpu"),
-     "embedding_backward": lambda: embedding_backward.embedding_backward(np.array([0, 1]), x[0, :2], 4, "cpu"),
-     }[name]()
-    assert calls == [name]
+    modules = {"numpy": fast_cpu, "compiled": path_module("compiled") if cpu_paths.numba_installed() else None}
+    for module in filter(None, modules.values()):
+        original = getattr(module, name)       # compiled_cpu's own, or fast_cpu's that it passes on (not compiled yet)
+        monkeypatch.setattr(module, name,
+                            lambda *a, _m=module, _o=original, **k: calls.append(_m.__name__) or _o(*a, **k))
+    CALLS[name](np.ones((2, 3, 3), np.float32))
+    chosen = [modules[path].__name__] if path in modules else []
+    assert calls == chosen
+
+
+def test_the_default_path_is_compiled_with_numba_and_numpy_without(monkeypatch):
+    monkeypatch.delenv(cpu_paths.CPU_KERNELS, raising=False)
+    assert cpu_paths.cpu_path() == ("compiled" if cpu_paths.numba_installed() else "numpy")
+    monkeypatch.setattr(cpu_paths, "numba_installed", lambda: False)
+    assert cpu_paths.cpu_path() == "numpy"
+    monkeypatch.setenv(cpu_paths.CPU_KERNELS, "compiled")
+    with pytest.raises(RuntimeError, match="needs numba: pip install numba"):
+        cpu_paths.cpu_path()
+    monkeypatch.setenv(cpu_paths.CPU_KERNELS, "fast")
+    with pytest.raises(ValueError, match="compiled, numpy, reference"):
+        gelu.forward(np.ones(3, np.float32), "cpu")
+
+
+def test_16_bit_data_and_other_devices_take_no_cpu_path(monkeypatch):
+    monkeypatch.setenv(cpu_paths.CPU_KERNELS, "numpy")
+    f32, f16 = np.zeros(3, np.float32), np.zeros(3, np.float16)
+    assert cpu_paths.cpu_kernels("cpu", f32, np.zeros(3)) is fast_cpu
+    assert cpu_paths.cpu_kernels("cpu", f32, None) is fast_cpu
+    assert cpu_paths.cpu_kernels("cpu", f32, f16) is None and cpu_paths.cpu_kernels("emu", f32) is None
+
+
+@needs_numba
+def test_the_fraction_for_tanh_is_the_fit_and_within_4_ulps():
+    """compiled_cpu's TANH_P and TANH_Q are what benchmarks/cpu_kernels.py's fit gives, and in float32 the GELU
+    kernel's tanh (read back from gelu(x) = 0.5 x (1 + t)) is within 4 float32 ulps of float64's on (0, 9]."""
+    import sys
+    from pathlib import Path
+    from tinygrad_gpu.kernels import compiled_cpu
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    try:
+        from cpu_kernels import rational_tanh
+    finally:
+        sys.path.pop(0)
+    p, q = rational_tanh()
+    np.testing.assert_allclose(p, compiled_cpu.TANH_P, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(q, compiled_cpu.TANH_Q, rtol=1e-9, atol=0)
+    x = np.linspace(0.01, 4, 20001, dtype=np.float32)
+    x64 = x.astype(np.float64)
+    t = np.tanh(gelu.K * x64 * (1 + gelu.C * x64 ** 2))
+    got = compiled_cpu.gelu_forward(x, gelu.K, gelu.C).astype(np.float64)
+    # a float32 product of three rounds adds an ulp or two of gelu's size; the tanh's own error is 0.5 x its
+    assert (np.abs(got - 0.5 * x64 * (1 + t)) <= (0.5 * x64 * 4 + 3 * np.abs(got)) * np.finfo(np.float32).eps).all()
+
+
+def test_without_numba_the_cpu_takes_numpy_s_path_and_trains():
+    """numba absent (sys.modules refuses it, as an environment without it would): the default path is numpy,
+    compiled_cpu is never imported, and a small GPT's steps run and lower the loss."""
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["numba"] = None                  # import numba now fails, and find_spec finds nothing
+        import tinygrad_gpu as tg
+        from tinygrad_gpu.kernels import cpu_paths
+        from tinygrad_gpu.nn import GPT, GPTConfig
+        tg.manual_seed(0)
+        model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=11, dropout=0.0))
+        optimizer = model.configure_optimizers(0.1, 1e-2, (0.9, 0.99))
+        x = tg.tensor([[i % 11 for i in range(8)]] * 2)
+        losses = []
+        for _ in range(5):
+            optimizer.zero_grad()
+            _, loss = model(x, x)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        assert cpu_paths.cpu_path() == "numpy", cpu_paths.cpu_path()
+        assert "tinygrad_gpu.kernels.compiled_cpu" not in sys.modules
+        assert losses[-1] < losses[0], losses
+        print("ok", losses[0], losses[-1])
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k != cpu_paths.CPU_KERNELS})
+    assert done.returncode == 0 and done.stdout.startswith("ok"), done.stdout + done.stderr

@@ -1,0 +1,319 @@
+"""The fused ops on a CPU, compiled: each kernel's formula as a numba loop on all cores.
+
+A .cu kernel gives each row (or stretch of elements) to a block of threads and keeps the
+values of its formula in registers. numba compiles a Python loop to machine code, and
+``prange`` hands its iterations out to the CPU's cores; so each function here is that
+kernel's loop, with the formula of its ``reference_*`` inside: one pass over memory for
+what NumPy does in several, on every core instead of one. The NumPy versions in
+``fast_cpu.py`` stay as the path without numba; both take and return what the references
+do (16-bit data is computed in float32 and rounded once), and ``tests/test_cpu_kernels.py``
+checks both against the references.
+
+Two choices, measured by ``benchmarks/cpu_kernels.py``:
+
+* fastmath flags "reassoc" and "contract" only: LLVM may reorder a row's sum into vector
+  lanes and fuse multiply-adds (a sum in lanes is, if anything, more accurate than one
+  running total); the rest of fastmath would assume there is no inf or nan.
+* GELU's tanh, for float32 data, as a rational function (``_tanh_rational``): numba's
+  math.tanh runs one element at a time (no vector math library in its pip wheel), and
+  was 10 times slower than NumPy's; a fraction of polynomials is multiplications and one
+  division, which LLVM vectorizes. float64 data keeps math.tanh.
+
+Compiled kernels are kept on disk (``cache.py``'s folder, "numba"), so only the first
+run on a machine compiles them (about a second each). numba's threads and BLAS's share the
+cores: the end of the file says how they take turns. The causal softmax's forward (its section
+says why) and the embedding's backward are fast_cpu.py's, passed on.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numba
+import numpy as np
+from numba import prange
+
+from .. import cache
+from . import fast_cpu
+from .fast_cpu import embedding_backward  # noqa: F401  (not compiled yet)
+from .runtime import working_dtype
+
+
+REORDERED = {"reassoc", "contract"}          # numba's fastmath flags that we allow (the docstring says why)
+
+
+def _compiled(function, fastmath):
+    """numba's compiler for one kernel: a parallel loop, kept in our cache folder (numba chooses a function's
+    folder when it decorates it: the user's own setting, if any, is put back after)."""
+    users_folder = numba.config.CACHE_DIR
+    numba.config.CACHE_DIR = users_folder or cache.cache_dir("numba")
+    try:
+        return numba.njit(parallel=True, cache=True, fastmath=fastmath)(function)
+    finally:
+        numba.config.CACHE_DIR = users_folder
+
+
+def kernel(function):
+    """A kernel whose sums LLVM may reorder into vector lanes, and whose products and sums it may fuse."""
+    return _compiled(function, REORDERED)
+
+
+def kernel_in_order(function):
+    """A kernel computed in its written order and rounding, as the reference is (AdamW: the small differences
+    a fused multiply-add makes grow through m / sqrt(v) over the steps)."""
+    return _compiled(function, False)
+
+
+# How many cores a kernel call takes. A core that has slept through a product takes 60-80 us to wake, more
+# than a layer norm of 768 x 128 takes on one core (25 us): measured on 2 cores after a product, a GELU of
+# 0.4 M elements took 0.36 ms on one core and 0.54 ms on two, and even at 25 M elements two cores gained 3%
+# (memory, not arithmetic, is then the limit). Below PARALLEL_MIN elements a call stays on the caller's core.
+PARALLEL_MIN = 1 << 20
+
+
+def _cores_for(elements: int) -> None:
+    numba.set_num_threads(1 if elements < PARALLEL_MIN else numba.config.NUMBA_NUM_THREADS)
+
+
+def helper(function):
+    """A function the kernels call, compiled into them (no loop of its own to share out)."""
+    return numba.njit(inline="always", fastmath=REORDERED)(function)
+
+
+# ----------------------------------------------------------------------------- tanh as a fraction
+# tanh(u) ~ u P(u^2) / Q(u^2) for |u| <= TANH_LIMIT, and +-1 beyond (float32's tanh is 1 there to the last
+# bit). Degrees 5 and 3, fit by least squares on (0, 9] by benchmarks/cpu_kernels.py's rational_tanh()
+# (tests/test_cpu_kernels.py fits them again); in float32 they are within 4 ulps of tanh.
+TANH_LIMIT = 9.0
+TANH_P = (0.9999999807186407, 0.12976021491212408, 0.0029818004371197165, 9.821833947504953e-06,
+          -1.4419693253421452e-08, 2.2353577758759876e-11)
+TANH_Q = (1.0, 0.4630934059694631, 0.02401313818070672, 0.00023652509995564526)
+
+
+def _constants(dtype, *values):
+    """values as an array of the data's dtype: inside a kernel, a Python float is float64, and one float64
+    constant would turn a float32 formula into a float64 one (twice the work, half the vector lanes)."""
+    return np.array(values, dtype)
+
+
+@helper
+def _tanh_rational(u, c):
+    """tanh(u) from the fraction (c: the constants of _gelu_constants). min and max, not branches: LLVM
+    vectorizes them (and a nan stays nan)."""
+    limit, one = c[4], c[1]
+    u = min(max(u, -limit), limit)
+    s = u * u
+    top = u * (c[6] + s * (c[7] + s * (c[8] + s * (c[9] + s * (c[10] + s * c[11])))))
+    return min(max(top / (c[12] + s * (c[13] + s * (c[14] + s * c[15]))), -one), one)
+
+
+# ----------------------------------------------------------------------------- GELU (gelu.py)
+def _gelu_constants(dtype, k: float, c: float):
+    return _constants(dtype, 0.5, 1.0, k, c, TANH_LIMIT, 10.0, *TANH_P, *TANH_Q)
+
+
+@kernel
+def _gelu_loop(x, out, slope, keep_slope, rational, c):
+    """gelu.cu's loop: out = 0.5 x (1 + t), t = tanh(k x (1 + c x^2)), and (keep_slope) slope = gelu'(x) =
+    0.5 (1 + t) + x b (1 - t^2) with b = 0.5 k (1 + 3 c x^2). The tanh's argument takes x clipped to +-10:
+    past that t is exactly +-1 and the slope exactly 1 or 0, and x^3 cannot overflow (fast_cpu.py's reason)."""
+    half, one, k, cubic, clip = c[0], c[1], c[2], c[3], c[5]
+    for i in prange(x.size):           # numba gives each core one stretch of the elements
+        v = x[i]
+        xc = min(max(v, -clip), clip)
+        square = xc * xc
+        u = k * xc * (one + cubic * square)
+        t = _tanh_rational(u, c) if rational else math.tanh(u)
+        out[i] = half * v * (one + t)
+        if keep_slope:
+            b = half * k * (one + 3 * cubic * square)
+            slope[i] = half * (one + t) + xc * b * (one - t * t)
+
+
+def _gelu(x, k: float, c: float, keep_slope: bool):
+    work = working_dtype(x.dtype)
+    flat = np.ascontiguousarray(x, work).reshape(-1)
+    out, slope = np.empty(x.size, work), np.empty(x.size if keep_slope else 0, work)
+    _cores_for(flat.size)
+    _gelu_loop(flat, out, slope, keep_slope, work == np.float32, _gelu_constants(work, k, c))
+    return out.reshape(x.shape).astype(x.dtype, copy=False), slope.reshape(x.shape) if keep_slope else None
+
+
+def gelu_forward(x, k: float, c: float):
+    return _gelu(x, k, c, keep_slope=False)[0]
+
+
+def gelu_forward_and_slope(x, k: float, c: float):
+    """(gelu(x), gelu'(x)), the slope in float32 at least: the backward is then one multiplication."""
+    return _gelu(x, k, c, keep_slope=True)
+
+
+@kernel
+def _multiply_into(a, b, out):
+    for i in prange(out.size):
+        out[i] = a[i] * b[i]
+
+
+def gelu_backward_from_slope(slope, dy, dtype, dy_is_spare: bool = False):
+    """dx = slope dy, in dy's memory when it is spare."""
+    if dy.dtype != slope.dtype or not dy.flags.c_contiguous:
+        return (slope * dy).astype(dtype, copy=False)
+    dx = dy if dy_is_spare else np.empty_like(dy)
+    _cores_for(dy.size)
+    _multiply_into(slope.reshape(-1), dy.reshape(-1), dx.reshape(-1))
+    return dx.astype(dtype, copy=False)
+
+
+# ----------------------------------------------------------------------------- layer norm (layernorm.py)
+@kernel
+def _layernorm_forward_rows(x, weight, bias, has_bias, out, mean, rstd, c):
+    """layernorm.cu's forward, a row per iteration: the mean, the variance around it, out = xhat w + b."""
+    zero, one, inv_n, eps = c[0], c[1], c[2], c[3]
+    rows, n = x.shape
+    for row in prange(rows):
+        total = zero
+        for j in range(n):
+            total += x[row, j]
+        m = total * inv_n
+        spread = zero
+        for j in range(n):
+            d = x[row, j] - m
+            spread += d * d
+        r = one / math.sqrt(spread * inv_n + eps)
+        mean[row], rstd[row] = m, r
+        for j in range(n):
+            out[row, j] = (x[row, j] - m) * r * weight[j] + (bias[j] if has_bias else zero)
+
+
+def layernorm_forward(x, weight, bias, eps: float):
+    (rows, n), dtype = x.shape, x.dtype
+    work = working_dtype(dtype)
+    x, weight = np.ascontiguousarray(x, work), np.ascontiguousarray(weight, work)
+    bias_or_none = np.empty(0, work) if bias is None else np.ascontiguousarray(bias, work)
+    out, mean, rstd = np.empty((rows, n), work), np.empty(rows, work), np.empty(rows, work)
+    _cores_for(x.size)
+    _layernorm_forward_rows(x, weight, bias_or_none, bias is not None, out, mean, rstd,
+                            _constants(work, 0, 1, 1 / max(n, 1), eps))
+    return tuple(a.astype(dtype, copy=False) for a in (out, mean, rstd))
+
+
+@kernel
+def _layernorm_backward_rows(x, weight, mean, rstd, dout, dx, need_params, dweight_parts, dbias_parts, c):
+    """layernorm.cu's backward: dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout w, a row per
+    iteration (dx may be dout's own memory: each element is read before it is written). The parameters'
+    gradients are sums over rows: each of the parts (one per core) sums its stretch of rows, and the
+    caller adds the parts, as the fused kernel's blocks leave partial sums."""
+    zero, inv_n = c[0], c[2]
+    rows, n = x.shape
+    parts = dweight_parts.shape[0]
+    for part in prange(parts):
+        for row in range(part * rows // parts, (part + 1) * rows // parts):
+            m, r = mean[row], rstd[row]
+            sum_g, sum_gx = zero, zero
+            for j in range(n):
+                xhat = (x[row, j] - m) * r
+                g = dout[row, j] * weight[j]
+                sum_g += g
+                sum_gx += g * xhat
+                if need_params:
+                    dweight_parts[part, j] += dout[row, j] * xhat
+                    dbias_parts[part, j] += dout[row, j]
+            mean_g, mean_gx = sum_g * inv_n, sum_gx * inv_n
+            for j in range(n):
+                xhat = (x[row, j] - m) * r
+                dx[row, j] = r * (dout[row, j] * weight[j] - mean_g - xhat * mean_gx)
+
+
+def layernorm_backward(x, weight, mean, rstd, dout, need_params: bool = True, dout_is_spare: bool = False):
+    (rows, n), dtype = x.shape, x.dtype
+    work = working_dtype(dtype)
+    x, weight, mean, rstd = (np.ascontiguousarray(a, work) for a in (x, weight, mean, rstd))
+    converted = np.ascontiguousarray(dout, work)
+    dx = converted if dout_is_spare or converted is not dout else np.empty((rows, n), work)   # a copy is ours
+    _cores_for(x.size)
+    parts = max(1, min(numba.get_num_threads(), rows)) if need_params else 1
+    width = n if need_params else 0
+    dweight_parts, dbias_parts = np.zeros((parts, width), work), np.zeros((parts, width), work)
+    _layernorm_backward_rows(x, weight, mean, rstd, converted, dx, need_params, dweight_parts, dbias_parts,
+                             _constants(work, 0, 1, 1 / max(n, 1)))
+    dweight, dbias = (dweight_parts.sum(0), dbias_parts.sum(0)) if need_params else (None, None)
+    return tuple(None if a is None else a.astype(dtype, copy=False) for a in (dx, dweight, dbias))
+
+
+# ----------------------------------------------------------------------------- causal softmax (causal_softmax.py)
+# The forward is fast_cpu.py's: its exp is NumPy's, on vector lanes, where numba's math.exp takes one element at
+# a time (no vector math library in numba's pip wheel). Measured after a product, at the recipe's (12, 4, 64, 64):
+# NumPy's 0.32 ms, numba's 0.60 ms, and 0.40 ms with an exp of our own from a polynomial and a table of 2^-n.
+causal_softmax_forward = fast_cpu.causal_softmax_forward
+
+
+@kernel
+def _causal_softmax_backward_rows(probs, dprobs, out, c):
+    """scale p (dp - sum_j p_j dp_j), a row per iteration; out may be dprobs' own memory."""
+    zero, scale = c[0], c[2]
+    rows, S = probs.shape
+    for row in prange(rows):
+        dot = zero
+        for j in range(S):
+            dot += probs[row, j] * dprobs[row, j]
+        for j in range(S):
+            out[row, j] = scale * probs[row, j] * (dprobs[row, j] - dot)
+
+
+def causal_softmax_backward(probs, dprobs, scale: float, dprobs_are_spare: bool = False):
+    dtype, S = probs.dtype, probs.shape[-1]
+    work = working_dtype(dtype)
+    p, dp = np.ascontiguousarray(probs, work), np.ascontiguousarray(dprobs, work)
+    out = dp if dprobs_are_spare or dp is not dprobs else np.empty_like(dp)
+    if p.size:
+        _cores_for(p.size)
+        _causal_softmax_backward_rows(p.reshape(-1, S), dp.reshape(-1, S), out.reshape(-1, S),
+                                      _constants(work, 0, 1, scale))
+    return out.astype(dtype, copy=False)
+
+
+# ----------------------------------------------------------------------------- AdamW (adamw.py)
+@kernel_in_order
+def _adamw_loop(param, grad, exp_avg, exp_avg_sq, c):
+    """adamw.cu's update of one element per iteration, in its order: p, m and v in place."""
+    step_size, one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, decay, l2 = \
+        c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+    for i in prange(param.size):
+        g = grad[i] + l2 * param[i] if l2 != 0 else grad[i]          # (0 * inf would be nan)
+        m = exp_avg[i] + one_minus_beta1 * (g - exp_avg[i])
+        v = beta2 * exp_avg_sq[i] + one_minus_beta2 * g * g
+        exp_avg[i], exp_avg_sq[i] = m, v
+        param[i] = param[i] * decay - step_size * (m / (math.sqrt(v) / bias_correction2_sqrt + eps))
+
+
+def adamw_update(param, grad, exp_avg, exp_avg_sq, step_size, beta1, beta2, bias_correction2_sqrt, eps,
+                 decay, l2) -> None:
+    """The update in place; 16-bit or strided parameters take fast_cpu.py's (numba has no 16-bit arithmetic)."""
+    in_place = all(a.flags.c_contiguous for a in (param, exp_avg, exp_avg_sq))
+    if param.dtype != working_dtype(param.dtype) or not in_place:
+        return fast_cpu.adamw_update(param, grad, exp_avg, exp_avg_sq, step_size, beta1, beta2,
+                                     bias_correction2_sqrt, eps, decay, l2)
+    _cores_for(param.size)
+    _adamw_loop(param.reshape(-1), np.ascontiguousarray(grad, param.dtype).reshape(-1), exp_avg.reshape(-1),
+                exp_avg_sq.reshape(-1), _constants(param.dtype, step_size, 1 - beta1, beta2, 1 - beta2,
+                                                   bias_correction2_sqrt, eps, decay, l2))
+
+
+# ----------------------------------------------------------------------------- numba's threads beside BLAS's
+# numba's threads (an OpenMP pool, libgomp's on Linux) and OpenBLAS's take turns on the same cores: a product,
+# then a kernel, then a product. Each pool's threads spin for a while after their work, waiting for more, and
+# while they spin the other pool cannot run: on 2 cores a GELU of 0.1 ms took 8 ms after a product. So our pool
+# spins briefly (GOMP_SPINCOUNT, read once when libgomp starts, at the first parallel loop) and then sleeps:
+# 0.1 ms for that GELU again. The variable is put back at once, so any other OpenMP library keeps its own way.
+def _start_threads():
+    saved = os.environ.get("GOMP_SPINCOUNT")
+    os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+    try:
+        one = np.ones(1, np.float32)
+        _multiply_into(one, one, one)
+    finally:
+        if saved is None:
+            del os.environ["GOMP_SPINCOUNT"]
+
+
+_start_threads()

@@ -1,0 +1,55 @@
+"""Which of its three paths the cpu device runs for a fused op, and the switch that forces one.
+
+* "compiled": ``compiled_cpu.py``, each kernel's loop compiled by numba and shared out over the
+  cores (the default when numba is installed);
+* "numpy": ``fast_cpu.py``, the references' numbers computed by NumPy in place and in chunks (the
+  default without numba);
+* "reference": each kernel file's ``reference_*`` formulas, the definition of correct, and the slowest.
+
+``TINYGRAD_GPU_CPU_KERNELS=compiled|numpy|reference`` forces one. Both fast modules have the same
+functions with the same contract, so a launcher asks ``cpu_kernels`` for the module and calls it.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+
+from .. import dtypes
+
+CPU_KERNELS = "TINYGRAD_GPU_CPU_KERNELS"      # compiled, numpy or reference: forces one of the cpu's paths
+CPU_PATHS = ("compiled", "numpy", "reference")
+
+
+@functools.lru_cache(maxsize=None)
+def numba_installed() -> bool:
+    return importlib.util.find_spec("numba") is not None
+
+
+def cpu_path() -> str:
+    """What the cpu device runs for a fused op: $TINYGRAD_GPU_CPU_KERNELS when it is set, else "compiled"
+    (compiled_cpu.py) when numba is installed, else "numpy" (fast_cpu.py). "reference" runs each kernel file's
+    plain NumPy formulas, the definition of correct, and the slowest."""
+    chosen = os.environ.get(CPU_KERNELS, "")
+    if chosen and chosen not in CPU_PATHS:
+        raise ValueError(f"{CPU_KERNELS}={chosen!r}: say one of {', '.join(CPU_PATHS)}, or leave it unset")
+    if chosen == "compiled" and not numba_installed():
+        raise RuntimeError(f"{CPU_KERNELS}=compiled needs numba: pip install numba (or choose numpy)")
+    return chosen or ("compiled" if numba_installed() else "numpy")
+
+
+def cpu_kernels(device: str, *arrays):
+    """The module whose functions the cpu runs for these inputs of a fused op: compiled_cpu or fast_cpu (the
+    same names, the same contract), or None for the reference (cpu_path() says which). For float32 and float64
+    data, what both are written for; float16 and bfloat16 data takes the reference, which computes in float32
+    and rounds once."""
+    if device != "cpu" or any(a is not None and dtypes.is_half(a.dtype) for a in arrays):
+        return None
+    path = cpu_path()
+    if path == "compiled":
+        from . import compiled_cpu      # imported at the first use: numba takes half a second to import
+        return compiled_cpu
+    if path == "numpy":
+        from . import fast_cpu
+        return fast_cpu
+    return None
