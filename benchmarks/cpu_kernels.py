@@ -6,7 +6,7 @@
 Each candidate computes, in float32, what kernels/gelu.py's and kernels/layernorm.py's references define: GELU
 (tanh) forward over the MLP's activation (rows, 4 C), and layer norm forward over (rows, C):
 
-* numpy: kernels/fast_cpu.py, what the cpu device runs today (one thread, in chunks that stay in cache);
+* numpy: kernels/fast_cpu.py, the cpu device's path without numba (one thread, in chunks that stay in cache);
 * numba: one parallel loop over rows (prange) with the formula inside, as each .cu kernel has one block per
   row; "numba reordered" the same, with LLVM free to reassociate sums and fuse multiply-adds (numba's fastmath
   flags "reassoc" and "contract", not the whole of fastmath=True, which assumes there is no inf or nan): so a

@@ -55,7 +55,7 @@ CONFIGS = {
                 batch_size=64, vocab_size=65),
 }
 IMPLEMENTATIONS = ("ours", "ours-numpy", "ours-reference", "torch", "numpy")
-# ours on the cpu runs its fused ops one of three ways (kernels/runtime.py's cpu_path): "ours" takes the default
+# ours on the cpu runs its fused ops one of three ways (kernels/cpu_paths.py): "ours" takes the default
 # (numba's compiled kernels when numba is installed, else NumPy's fast versions), the others force one
 CPU_PATH_OF = {"ours-numpy": "numpy", "ours-reference": "reference"}
 LR, BETAS, WEIGHT_DECAY, MAX_NORM = 1e-3, (0.9, 0.99), 0.1, 1.0
@@ -446,7 +446,7 @@ def parse_args(argv=None):
 def worker_env(args) -> dict:
     env = dict(os.environ)
     if args.threads:
-        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
             env[name] = str(args.threads)
     if args.tuned_malloc:
         # large blocks from the heap instead of fresh mmaps, and the heap kept: the pages stay mapped

@@ -309,7 +309,8 @@ def test_16_bit_data_on_the_cpu_is_the_reference(dtype):
           *layernorm.reference_backward(x, weight, mean, rstd, dy)])
 
 
-def test_which_data_runs_a_kernel():
+def test_which_data_runs_a_kernel(monkeypatch):
+    monkeypatch.delenv(cpu_paths.CPU_KERNELS, raising=False)     # the default path: compiled or numpy
     f32, f16, bf16 = (np.zeros(3, dtype) for dtype in STORAGE_DTYPES)
     assert runtime.use_kernel("emu", f32, np.zeros(3, np.int64)) and not runtime.use_kernel("cpu", f32)
     assert runtime.use_kernel("emu", f16, half=True) and runtime.use_kernel("cuda:0", bf16, None, half=True)

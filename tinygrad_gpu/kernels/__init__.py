@@ -25,7 +25,7 @@ works, why it is numerically safe.
 Where they run (``runtime.py``): ``cuda`` through ``cupy.RawModule``; ``emu`` through the
 CPU emulator (``emulator.py`` and ``cuda_emu.h``); ``cpu`` runs ``compiled_cpu.py`` (numba)
 when numba is installed, else ``fast_cpu.py`` (NumPy): the same numbers as the references
-with less memory traffic (``runtime.cpu_path`` says which, and how to force one).  The autograd Functions that call them
+with less memory traffic (``cpu_paths.py`` says which, and how to force one).  The autograd Functions that call them
 live in ``tinygrad_gpu/ops/fused.py``; ``nn.functional`` routes to those.  ``with
 kernels.fused(False):`` (or ``TINYGRAD_GPU_FUSED=0``) turns the routing off, so the same ops
 run as compositions of Tensor ops, for comparison.

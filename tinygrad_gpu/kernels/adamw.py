@@ -124,10 +124,10 @@ def adamw_update_skippable(param, grad, exp_avg, exp_avg_sq, step, found_inf, lr
     if step.dtype != np.float32 or step.shape != ():
         raise ValueError(f"adamw_update_skippable: step must be a float32 0-d array, got {step.dtype} {step.shape}")
     if device == "cpu":
+        cpu = cpu_paths.cpu_kernels(device)              # before the count: a bad switch must not count a step
         reference_count_step(step, found_inf)
         if found_inf == 0:
             s = step_scalars(lr, beta1, beta2, weight_decay, int(step), decoupled)
-            cpu = cpu_paths.cpu_kernels(device)
             (cpu.adamw_update if cpu else reference_update)(param, grad, exp_avg, exp_avg_sq, s["step_size"], beta1,
                                                             beta2, s["bias_correction2_sqrt"], eps, s["decay"], s["l2"])
         return

@@ -1,10 +1,10 @@
-"""The fused ops on a CPU, compiled: each kernel's formula as a numba loop on all cores.
+"""The fused ops on a CPU, compiled: each kernel's formula as a numba loop over the cores.
 
 A .cu kernel gives each row (or stretch of elements) to a block of threads and keeps the
 values of its formula in registers. numba compiles a Python loop to machine code, and
 ``prange`` hands its iterations out to the CPU's cores; so each function here is that
 kernel's loop, with the formula of its ``reference_*`` inside: one pass over memory for
-what NumPy does in several, on every core instead of one. The NumPy versions in
+what NumPy does in several, and for large arrays on every core (``PARALLEL_MIN`` says when). The NumPy versions in
 ``fast_cpu.py`` stay as the path without numba; both take and return what the references
 do (16-bit data is computed in float32 and rounded once), and ``tests/test_cpu_kernels.py``
 checks both against the references.
@@ -14,7 +14,7 @@ Two choices, measured by ``benchmarks/cpu_kernels.py``:
 * fastmath flags "reassoc" and "contract" only: LLVM may reorder a row's sum into vector
   lanes and fuse multiply-adds (a sum in lanes is, if anything, more accurate than one
   running total); the rest of fastmath would assume there is no inf or nan.
-* GELU's tanh, for float32 data, as a rational function (``_tanh_rational``): numba's
+* GELU's tanh, for float32 data, as a rational function within 8 ulps (``_tanh_rational``): numba's
   math.tanh runs one element at a time (no vector math library in its pip wheel), and
   was 10 times slower than NumPy's; a fraction of polynomials is multiplications and one
   division, which LLVM vectorizes. float64 data keeps math.tanh.
@@ -71,8 +71,19 @@ def kernel_in_order(function):
 PARALLEL_MIN = 1 << 20
 
 
-def _cores_for(elements: int) -> None:
-    numba.set_num_threads(1 if elements < PARALLEL_MIN else numba.config.NUMBA_NUM_THREADS)
+def _cores_for(elements: int) -> int:
+    """1 below PARALLEL_MIN elements, else as many cores as numba may use here (the user's own limit, if set)."""
+    return 1 if elements < PARALLEL_MIN else numba.get_num_threads()
+
+
+def _run(kernel, elements: int, *args) -> None:
+    """kernel(*args) on _cores_for(elements) cores; numba's count for this thread is put back after."""
+    previous = numba.get_num_threads()
+    numba.set_num_threads(_cores_for(elements))
+    try:
+        kernel(*args)
+    finally:
+        numba.set_num_threads(previous)
 
 
 def helper(function):
@@ -83,7 +94,7 @@ def helper(function):
 # ----------------------------------------------------------------------------- tanh as a fraction
 # tanh(u) ~ u P(u^2) / Q(u^2) for |u| <= TANH_LIMIT, and +-1 beyond (float32's tanh is 1 there to the last
 # bit). Degrees 5 and 3, fit by least squares on (0, 9] by benchmarks/cpu_kernels.py's rational_tanh()
-# (tests/test_cpu_kernels.py fits them again); in float32 they are within 4 ulps of tanh.
+# (tests/test_cpu_kernels.py fits them again); in float32 they are within 8 ulps of tanh (4.7e-7).
 TANH_LIMIT = 9.0
 TANH_P = (0.9999999807186407, 0.12976021491212408, 0.0029818004371197165, 9.821833947504953e-06,
           -1.4419693253421452e-08, 2.2353577758759876e-11)
@@ -109,7 +120,7 @@ def _tanh_rational(u, c):
 
 # ----------------------------------------------------------------------------- GELU (gelu.py)
 def _gelu_constants(dtype, k: float, c: float):
-    return _constants(dtype, 0.5, 1.0, k, c, TANH_LIMIT, 10.0, *TANH_P, *TANH_Q)
+    return _constants(dtype, 0.5, 1.0, k, c, TANH_LIMIT, 10.0, *TANH_P, *TANH_Q, 3 * c)
 
 
 @kernel
@@ -117,7 +128,7 @@ def _gelu_loop(x, out, slope, keep_slope, rational, c):
     """gelu.cu's loop: out = 0.5 x (1 + t), t = tanh(k x (1 + c x^2)), and (keep_slope) slope = gelu'(x) =
     0.5 (1 + t) + x b (1 - t^2) with b = 0.5 k (1 + 3 c x^2). The tanh's argument takes x clipped to +-10:
     past that t is exactly +-1 and the slope exactly 1 or 0, and x^3 cannot overflow (fast_cpu.py's reason)."""
-    half, one, k, cubic, clip = c[0], c[1], c[2], c[3], c[5]
+    half, one, k, cubic, clip, three_cubic = c[0], c[1], c[2], c[3], c[5], c[16]
     for i in prange(x.size):           # numba gives each core one stretch of the elements
         v = x[i]
         xc = min(max(v, -clip), clip)
@@ -126,7 +137,7 @@ def _gelu_loop(x, out, slope, keep_slope, rational, c):
         t = _tanh_rational(u, c) if rational else math.tanh(u)
         out[i] = half * v * (one + t)
         if keep_slope:
-            b = half * k * (one + 3 * cubic * square)
+            b = half * k * (one + three_cubic * square)
             slope[i] = half * (one + t) + xc * b * (one - t * t)
 
 
@@ -134,8 +145,7 @@ def _gelu(x, k: float, c: float, keep_slope: bool):
     work = working_dtype(x.dtype)
     flat = np.ascontiguousarray(x, work).reshape(-1)
     out, slope = np.empty(x.size, work), np.empty(x.size if keep_slope else 0, work)
-    _cores_for(flat.size)
-    _gelu_loop(flat, out, slope, keep_slope, work == np.float32, _gelu_constants(work, k, c))
+    _run(_gelu_loop, flat.size, flat, out, slope, keep_slope, work == np.float32, _gelu_constants(work, k, c))
     return out.reshape(x.shape).astype(x.dtype, copy=False), slope.reshape(x.shape) if keep_slope else None
 
 
@@ -159,12 +169,16 @@ def gelu_backward_from_slope(slope, dy, dtype, dy_is_spare: bool = False):
     if dy.dtype != slope.dtype or not dy.flags.c_contiguous:
         return (slope * dy).astype(dtype, copy=False)
     dx = dy if dy_is_spare else np.empty_like(dy)
-    _cores_for(dy.size)
-    _multiply_into(slope.reshape(-1), dy.reshape(-1), dx.reshape(-1))
+    _run(_multiply_into, dy.size, slope.reshape(-1), dy.reshape(-1), dx.reshape(-1))
     return dx.astype(dtype, copy=False)
 
 
 # ----------------------------------------------------------------------------- layer norm (layernorm.py)
+def _inverse(n: int) -> float:
+    """1 / n for the row means; nan for rows of no values (the mean of nothing, as NumPy's is)."""
+    return 1 / n if n else math.nan
+
+
 @kernel
 def _layernorm_forward_rows(x, weight, bias, has_bias, out, mean, rstd, c):
     """layernorm.cu's forward, a row per iteration: the mean, the variance around it, out = xhat w + b."""
@@ -191,9 +205,8 @@ def layernorm_forward(x, weight, bias, eps: float):
     x, weight = np.ascontiguousarray(x, work), np.ascontiguousarray(weight, work)
     bias_or_none = np.empty(0, work) if bias is None else np.ascontiguousarray(bias, work)
     out, mean, rstd = np.empty((rows, n), work), np.empty(rows, work), np.empty(rows, work)
-    _cores_for(x.size)
-    _layernorm_forward_rows(x, weight, bias_or_none, bias is not None, out, mean, rstd,
-                            _constants(work, 0, 1, 1 / max(n, 1), eps))
+    _run(_layernorm_forward_rows, x.size, x, weight, bias_or_none, bias is not None, out, mean, rstd,
+                            _constants(work, 0, 1, _inverse(n), eps))
     return tuple(a.astype(dtype, copy=False) for a in (out, mean, rstd))
 
 
@@ -230,12 +243,11 @@ def layernorm_backward(x, weight, mean, rstd, dout, need_params: bool = True, do
     x, weight, mean, rstd = (np.ascontiguousarray(a, work) for a in (x, weight, mean, rstd))
     converted = np.ascontiguousarray(dout, work)
     dx = converted if dout_is_spare or converted is not dout else np.empty((rows, n), work)   # a copy is ours
-    _cores_for(x.size)
-    parts = max(1, min(numba.get_num_threads(), rows)) if need_params else 1
+    parts = max(1, min(_cores_for(x.size), rows))         # stretches of rows, one per core
     width = n if need_params else 0
     dweight_parts, dbias_parts = np.zeros((parts, width), work), np.zeros((parts, width), work)
-    _layernorm_backward_rows(x, weight, mean, rstd, converted, dx, need_params, dweight_parts, dbias_parts,
-                             _constants(work, 0, 1, 1 / max(n, 1)))
+    _run(_layernorm_backward_rows, x.size, x, weight, mean, rstd, converted, dx, need_params, dweight_parts,
+         dbias_parts, _constants(work, 0, 1, _inverse(n)))
     dweight, dbias = (dweight_parts.sum(0), dbias_parts.sum(0)) if need_params else (None, None)
     return tuple(None if a is None else a.astype(dtype, copy=False) for a in (dx, dweight, dbias))
 
@@ -266,8 +278,7 @@ def causal_softmax_backward(probs, dprobs, scale: float, dprobs_are_spare: bool 
     p, dp = np.ascontiguousarray(probs, work), np.ascontiguousarray(dprobs, work)
     out = dp if dprobs_are_spare or dp is not dprobs else np.empty_like(dp)
     if p.size:
-        _cores_for(p.size)
-        _causal_softmax_backward_rows(p.reshape(-1, S), dp.reshape(-1, S), out.reshape(-1, S),
+        _run(_causal_softmax_backward_rows, p.size, p.reshape(-1, S), dp.reshape(-1, S), out.reshape(-1, S),
                                       _constants(work, 0, 1, scale))
     return out.astype(dtype, copy=False)
 
@@ -293,10 +304,9 @@ def adamw_update(param, grad, exp_avg, exp_avg_sq, step_size, beta1, beta2, bias
     if param.dtype != working_dtype(param.dtype) or not in_place:
         return fast_cpu.adamw_update(param, grad, exp_avg, exp_avg_sq, step_size, beta1, beta2,
                                      bias_correction2_sqrt, eps, decay, l2)
-    _cores_for(param.size)
-    _adamw_loop(param.reshape(-1), np.ascontiguousarray(grad, param.dtype).reshape(-1), exp_avg.reshape(-1),
-                exp_avg_sq.reshape(-1), _constants(param.dtype, step_size, 1 - beta1, beta2, 1 - beta2,
-                                                   bias_correction2_sqrt, eps, decay, l2))
+    _run(_adamw_loop, param.size, param.reshape(-1), np.ascontiguousarray(grad, param.dtype).reshape(-1),
+         exp_avg.reshape(-1), exp_avg_sq.reshape(-1),
+         _constants(param.dtype, step_size, 1 - beta1, beta2, 1 - beta2, bias_correction2_sqrt, eps, decay, l2))
 
 
 # ----------------------------------------------------------------------------- numba's threads beside BLAS's

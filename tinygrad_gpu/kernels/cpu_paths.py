@@ -23,7 +23,14 @@ CPU_PATHS = ("compiled", "numpy", "reference")
 
 @functools.lru_cache(maxsize=None)
 def numba_installed() -> bool:
-    return importlib.util.find_spec("numba") is not None
+    """Does numba import? Found is not enough: a numba built for an older NumPy is found and then fails."""
+    if importlib.util.find_spec("numba") is None:
+        return False
+    try:
+        import numba  # noqa: F401
+    except Exception:
+        return False
+    return True
 
 
 def cpu_path() -> str:

@@ -19,7 +19,7 @@ the embedding's backward sums each id's rows in one run. A ``*_is_spare`` argume
 that an input is an array nobody else holds (``gradient_sums.py``), so the result may be
 computed in it.
 
-Only the ``cpu`` device runs these (NumPy arrays). ``tests/test_fast_cpu.py`` checks each
+Only the ``cpu`` device runs these (NumPy arrays). ``tests/test_cpu_kernels.py`` checks each
 against its reference, for float16, float32 and float64 and for extreme values.
 """
 from __future__ import annotations

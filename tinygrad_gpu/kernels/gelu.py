@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from .. import device as devices
-from . import cpu_paths, runtime
+from . import cpu_paths, fast_cpu, runtime
 
 FILE = "gelu.cu"
 K, C = math.sqrt(2 / math.pi), 0.044715
@@ -74,7 +74,8 @@ def backward(x, dy, device: str, slope=None, dy_is_spare: bool = False):
     """dx for the output's gradient dy; `slope` is what forward_keeping_slope() kept, if anything. dy_is_spare:
     nobody else holds dy, and dx is computed in it (a copy made by contiguous() is spare too)."""
     if slope is not None:
-        return cpu_paths.cpu_kernels(device).gelu_backward_from_slope(slope, dy, x.dtype, dy_is_spare)
+        cpu = cpu_paths.cpu_kernels(device) or fast_cpu      # (fast_cpu's if the switch changed since the forward)
+        return cpu.gelu_backward_from_slope(slope, dy, x.dtype, dy_is_spare)
     if not runtime.use_kernel(device, x, dy, half=True):
         return reference_backward(x, dy)
     return _elementwise("gelu_backward", device, x, dy, into_last=dy_is_spare)

@@ -10,7 +10,7 @@ The divisions by (1 - beta^t) correct the bias of m and v, which start at zero.
 Adam adds weight_decay * p to g first; AdamW instead shrinks p by (1 - lr * weight_decay)
 before the update, so the decay does not pass through the adaptive scaling.
 The arithmetic is one fused kernel per parameter: tinygrad_gpu/kernels/adamw.cu, defined by the
-NumPy reference beside it in kernels/adamw.py (the cpu runs kernels/fast_cpu.py's version). On emu
+NumPy reference beside it in kernels/adamw.py (the cpu runs kernels/compiled_cpu.py's or fast_cpu.py's version). On emu
 and cuda, a group whose parameters are float32, C-contiguous and on one device takes one launch for
 all of them instead (kernels/multi_tensor.cu: the same element arithmetic, so the same bits), through
 the Optimizer's update_group hook; ``foreach=False`` keeps the launch per parameter (PyTorch's name
