@@ -306,7 +306,7 @@ def block(device, dtype, dropout_p, *, packed=True, also_q=False, monkeypatch=No
             y = fused.CausalAttention.composition(q, k, v, 1 / math.sqrt(E_), keep=keep)
         else:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
-    if keep is None and fused.CausalAttention.runs_kernel(q, k, v):
+    if keep is None and (fused.CausalAttention.runs_kernel(q, k, v) or device == "cpu"):
         assert type(y.grad_fn) is (fused.PackedCausalAttention if packed else fused.CausalAttention)
     out = y.transpose(1, 2).reshape(B_, T_, C) @ w_proj.T
     loss = (out * g).sum() + ((q * r).sum() if also_q else 0)
@@ -347,6 +347,17 @@ def test_the_packed_block_has_todays_gradients_and_the_float64_references(monkey
     reference = block("cpu", tg.float64, dropout_p, also_q=also_q, monkeypatch=monkeypatch, keep=keep)
     for got, want in zip(packed, reference):
         close(got, want, 1e-4, 1e-5)
+
+
+@pytest.mark.parametrize("also_q", [False, True], ids=["attention-only", "q-used-twice"])
+@pytest.mark.parametrize("dropout_p", [0.0, 0.2], ids=["no-dropout", "dropout"])
+def test_the_cpu_packs_too_with_todays_numbers_bit_for_bit(monkeypatch, dropout_p, also_q):
+    """On the cpu the packed op runs the plain version, whose backward writes dq, dk and dv into the one buffer
+    with out=: the same products as the three-tensor op's, so the same bits, dropout (NumPy's mask) included."""
+    packed = block("cpu", tg.float32, dropout_p, also_q=also_q, monkeypatch=monkeypatch)
+    today = block("cpu", tg.float32, dropout_p, packed=False, also_q=also_q, monkeypatch=monkeypatch)
+    for got, want in zip(packed, today):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_second_derivatives_through_the_packed_op_are_todays(monkeypatch):
@@ -409,10 +420,11 @@ def test_the_routing_packs_only_three_slices_of_one_tensor():
     assert source_of(a, b, c) is None
 
 
-def test_an_intermediate_source_sends_its_gradient_on_without_copies():
+@pytest.mark.parametrize("where", ["kernels", "cpu"])
+def test_an_intermediate_source_sends_its_gradient_on_without_copies(where):
     """The gradient reaching qkv's projection (B, T, 3 C) through the permute and the reshape is the packed
-    op's buffer itself, viewed: contiguous, in one allocation."""
-    device = kernel_device()
+    op's buffer itself, viewed: contiguous, in one allocation (on the cpu too, where the products write it)."""
+    device = kernel_device() if where == "kernels" else "cpu"
     rng = np.random.default_rng(12)
     proj = tg.tensor(normal(rng, (2, 9, 3 * 2 * 4)), device=device, requires_grad=True)
     q, k, v = proj.reshape(2, 9, 3, 2, 4).permute(2, 0, 3, 1, 4)

@@ -442,10 +442,13 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
             keep = _dropout_keep(shape, dropout_p, query.device, query.dtype)
     if is_causal:
         # q, k, v cut as source[0], [1], [2] from one tensor (GPT's projection): one op of source, whose backward
-        # writes the three gradients into one buffer laid out like source (fused.PackedCausalAttention says why)
-        source = fused.PackedCausalAttention.source_of(query, key, value) if tiled else None
+        # writes the three gradients into one buffer laid out like source (fused.PackedCausalAttention says why):
+        # the kernels do, and on the cpu the plain version's products
+        packed = tiled or query.device == "cpu" and _use_fused(query, key, value)
+        source = fused.PackedCausalAttention.source_of(query, key, value) if packed else None
         if source is not None:
-            return fused.PackedCausalAttention.apply(source, query, key, value, scale=scale, dropout=dropout)
+            return fused.PackedCausalAttention.apply(source, query, key, value, scale=scale, dropout=dropout,
+                                                     keep=keep)
         op = fused.CausalAttention.apply if _use_fused(query, key, value) else fused.CausalAttention.composition
         return op(query, key, value, scale=scale, keep=keep, dropout=dropout)
     return fused.attention(query, key, value, scale, attn_mask, keep)

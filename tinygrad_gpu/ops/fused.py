@@ -171,6 +171,17 @@ class CausalAttention(Function):
 
     def forward(ctx, q, k, v, scale, keep=None, dropout=None):
         ctx.save_for_backward(q, k, v)
+        return CausalAttention.compute_forward(ctx, q, k, v, scale, keep, dropout)
+
+    def backward(ctx, grad):
+        q, k, v = ctx.saved_tensors
+        grads = CausalAttention.compute_backward(ctx, q.data, k.data, v.data, grad.data, ctx.needs_input_grad)
+        return tuple(None if g is None else Tensor._wrap(g, ctx.device) for g in grads)
+
+    @staticmethod
+    def compute_forward(ctx, q, k, v, scale, keep, dropout):
+        """The output's array for the Tensors q, k, v, by the kernels or the plain version; what the backward needs
+        goes into ctx (PackedCausalAttention's forward is this too)."""
         ctx.scale, ctx.tiled = scale, keep is None and CausalAttention.runs_kernel(q, k, v)
         if ctx.tiled:
             ctx.dropout = dropout
@@ -186,36 +197,38 @@ class CausalAttention(Function):
         ctx.weights = weights
         return _product_laid_out_like(weights, v.data, q.data)
 
-    def backward(ctx, grad):
-        q, k, v = ctx.saved_tensors
-        need_q, need_k, need_v = ctx.needs_input_grad
+    @staticmethod
+    def compute_backward(ctx, q, k, v, dy, need, into=(None, None, None)) -> tuple:
+        """(dq, dk, dv) as arrays, None where `need` says no, for the arrays q, k, v and the output's gradient dy, from
+        what compute_forward kept in ctx; each wanted one written into its array of `into` where one is given
+        (three views into one buffer: PackedCausalAttention's)."""
         if ctx.tiled:
-            grads = kernels.causal_attention.backward(q.data, k.data, v.data, ctx.out, ctx.lse, grad.data, ctx.scale,
-                                                      ctx.device, ctx.dropout, ctx.needs_input_grad)
-            return tuple(None if g is None else Tensor._wrap(g, ctx.device) for g in grads)
-        dy, ds = grad.data, None
-        if need_q or need_k:
-            dp = product(dy, v.data.swapaxes(-1, -2))
+            return kernels.causal_attention.backward(q, k, v, ctx.out, ctx.lse, dy, ctx.scale, ctx.device,
+                                                     ctx.dropout, need, grads=into)
+        ds = None
+        if need[0] or need[1]:
+            dp = product(dy, v.swapaxes(-1, -2))
             if ctx.keep is not None:
                 dp *= ctx.keep
             ds = kernels.causal_softmax.backward(ctx.probs, dp, ctx.scale, ctx.device, dprobs_are_spare=True)
-        grads = (product(ds, k.data) if need_q else None, product(ds.swapaxes(-1, -2), q.data) if need_k else None,
-                 product(ctx.weights.swapaxes(-1, -2), dy) if need_v else None)
-        return tuple(None if g is None else Tensor._wrap(g, ctx.device) for g in grads)
+        return (product(ds, k, out=into[0]) if need[0] else None,
+                product(ds.swapaxes(-1, -2), q, out=into[1]) if need[1] else None,
+                product(ctx.weights.swapaxes(-1, -2), dy, out=into[2]) if need[2] else None)
 
 
 class PackedCausalAttention(Function):
     """CausalAttention of q, k, v = source[0], source[1], source[2]: one input, `source` (3, ..., L, E), the
-    way GPT cuts q, k, v from its projection (c_attn(x).reshape(B, T, 3, H, E).permute(2, 0, 3, 1, 4)). Only
-    where the tiled kernels run (scaled_dot_product_attention routes here, see `source_of`).
+    way GPT cuts q, k, v from its projection (c_attn(x).reshape(B, T, 3, H, E).permute(2, 0, 3, 1, 4)). Where
+    the tiled kernels run, and on the cpu (scaled_dot_product_attention routes here, see `source_of`).
 
     Why one input instead of three: three gradients dq, dk, dv would go back through three slices of
     source, which the engine assembles into a zero-filled buffer of source's shape (a fill, a copy, two
     adds); and that buffer, contiguous in the permuted order (3, B, H, T, E), must be copied again by the
     backward of the permute and the reshape to reach the projection's (B, T, 3 C). Here the backward
-    kernels write dq, dk and dv through strides straight into one buffer laid out in memory as source's
-    data is, i.e. as the projection's output: the permute's and the reshape's backward are views, and
-    nothing is filled, added or copied. The numbers are CausalAttention's, element for element.
+    kernels (on the cpu, the plain version's products, through out=) write dq, dk and dv through strides
+    straight into one buffer laid out in memory as source's data is, i.e. as the projection's output: the
+    permute's and the reshape's backward are views, and nothing is filled, added or copied. The numbers are
+    CausalAttention's, element for element.
 
     Other uses of q, k or v still send their gradients through the slices into source, where they add.
     q, k and v are inputs too, given no gradient, so that the graph still leads to them: when a backward
@@ -226,8 +239,8 @@ class PackedCausalAttention(Function):
     returns_spare_gradients = True
 
     @staticmethod
-    def composition(source, q, k, v, scale, dropout=None):
-        return CausalAttention.composition(q, k, v, scale, dropout=dropout)
+    def composition(source, q, k, v, scale, dropout=None, keep=None):
+        return CausalAttention.composition(q, k, v, scale, keep=keep, dropout=dropout)
 
     @staticmethod
     def source_of(q: Tensor, k: Tensor, v: Tensor):
@@ -263,24 +276,19 @@ class PackedCausalAttention(Function):
             return child if same else None
         return None if data is None else Tensor._wrap(data, q.device, requires_grad=True, ctx=child)
 
-    def forward(ctx, source, q, k, v, scale, dropout=None):
+    def forward(ctx, source, q, k, v, scale, dropout=None, keep=None):
         ctx.save_for_backward(source)
-        ctx.scale, ctx.dropout = scale, dropout
-        q, k, v = (source.data[i] for i in range(3))
-        out, ctx.lse = kernels.causal_attention.forward(q, k, v, scale, ctx.device, dropout)
-        ctx.out = out if ctx.recording else None
-        return out
+        return CausalAttention.compute_forward(ctx, q, k, v, scale, keep, dropout)     # q, k, v: source's slices
 
     def backward(ctx, grad):
         (source,) = ctx.saved_tensors
-        data = source.data
+        q, k, v = (source.data[i] for i in range(3))
         if any(ctx.input_is_wanted(i) for i in (1, 2, 3)):         # q, k or v itself asked for: theirs
-            grads = kernels.causal_attention.backward(data[0], data[1], data[2], ctx.out, ctx.lse, grad.data,
-                                                      ctx.scale, ctx.device, ctx.dropout)
+            grads = CausalAttention.compute_backward(ctx, q, k, v, grad.data, (True, True, True))
             return (None, *(Tensor._wrap(g, ctx.device) for g in grads))
-        dsource = kernels.causal_attention.empty_laid_out_like(ctx.xp, data)
-        kernels.causal_attention.backward(data[0], data[1], data[2], ctx.out, ctx.lse, grad.data, ctx.scale,
-                                          ctx.device, ctx.dropout, grads=(dsource[0], dsource[1], dsource[2]))
+        dsource = kernels.causal_attention.empty_laid_out_like(ctx.xp, source.data)
+        CausalAttention.compute_backward(ctx, q, k, v, grad.data, (True, True, True),
+                                         into=(dsource[0], dsource[1], dsource[2]))
         return Tensor._wrap(dsource, ctx.device), None, None, None
 
 

@@ -12,9 +12,10 @@ from ..tensor import Function, Tensor
 
 
 def product(a, b, out=None):
-    """a @ b of two arrays, into `out` if given (a C-contiguous array of the product's shape and dtype). 16-bit
-    floats multiply as cuBLAS multiplies them on a GPU: float32 sums, one rounding at the end (CuPy asks
-    cuBLAS for exactly that). NumPy has no 16-bit BLAS (its bfloat16 product is a slow loop over elements
+    """a @ b of two arrays, into `out` if given (an array of the product's shape and dtype; on the cpu it may be
+    a strided view: PackedCausalAttention's three gradients are views of one buffer). 16-bit floats multiply
+    as cuBLAS multiplies them on a GPU: float32 sums, one rounding at the end (CuPy asks cuBLAS for exactly
+    that). NumPy has no 16-bit BLAS (its bfloat16 product is a slow loop over elements
     that returns float32), so on the CPU the operands are widened to float32, multiplied by BLAS, and the
     product rounded back: the GPU's numbers, up to the order of the sums."""
     if isinstance(a, np.ndarray) and dtypes.is_half(a.dtype):
