@@ -64,10 +64,13 @@ def kernel_in_order(function):
     return _compiled(function, False)
 
 
-# How many cores a kernel call takes. A core that has slept through a product takes 60-80 us to wake, more
-# than a layer norm of 768 x 128 takes on one core (25 us): measured on 2 cores after a product, a GELU of
-# 0.4 M elements took 0.36 ms on one core and 0.54 ms on two, and even at 25 M elements two cores gained 3%
-# (memory, not arithmetic, is then the limit). Below PARALLEL_MIN elements a call stays on the caller's core.
+# How many cores a kernel call takes. Between two products the other cores are rarely free: after every product
+# it shares out, OpenBLAS's worker threads keep spinning for about 0.1 s, waiting for the next one (a product of
+# 0.1 ms followed by a 0.3 s sleep costs the process 0.11 s of CPU time), and nothing at run time stops them
+# (openblas_set_num_threads does not). A loop shared out meanwhile shares each core with a spinning thread, and
+# waits for its slowest part: measured on 2 cores after a product, a GELU of 0.4 M elements took 0.36 ms on one
+# core and 0.54 ms on two, and even at 25 M elements two cores gained 3%. Below PARALLEL_MIN elements a call
+# stays on the caller's core.
 PARALLEL_MIN = 1 << 20
 
 
@@ -312,9 +315,10 @@ def adamw_update(param, grad, exp_avg, exp_avg_sq, step_size, beta1, beta2, bias
 # ----------------------------------------------------------------------------- numba's threads beside BLAS's
 # numba's threads (an OpenMP pool, libgomp's on Linux) and OpenBLAS's take turns on the same cores: a product,
 # then a kernel, then a product. Each pool's threads spin for a while after their work, waiting for more, and
-# while they spin the other pool cannot run: on 2 cores a GELU of 0.1 ms took 8 ms after a product. So our pool
-# spins briefly (GOMP_SPINCOUNT, read once when libgomp starts, at the first parallel loop) and then sleeps:
-# 0.1 ms for that GELU again. The variable is put back at once, so any other OpenMP library keeps its own way.
+# while they spin the other pool cannot run (OpenBLAS's spinning: PARALLEL_MIN's comment): on 2 cores a GELU of
+# 0.1 ms took 8 ms after a product. So our pool spins briefly (GOMP_SPINCOUNT, read once when libgomp starts, at
+# the first parallel loop) and then sleeps: 0.1 ms for that GELU again. The variable is put back at once, so any
+# other OpenMP library keeps its own way.
 def _start_threads():
     saved = os.environ.get("GOMP_SPINCOUNT")
     os.environ.setdefault("GOMP_SPINCOUNT", "1000")
