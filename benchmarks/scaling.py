@@ -84,6 +84,9 @@ def _products(op, shapes, grads=None) -> int:
     if op is linalg.Linear:                        # x (..., in) times weight (out, in)
         product = 2 * math.prod(shapes[0][:-1]) * shapes[1][0] * shapes[1][1]
         return product if grads is None else product * sum(g is not None for g in grads[:2])
+    if op is fused.PackedCausalAttention:          # source, q, k, v: CausalAttention's products, all three grads
+        shapes, grads = shapes[1:], None if grads is None else (True, True, True)
+        op = fused.CausalAttention
     if op is fused.CausalAttention:                # q (..., L, E), k (..., S, E), v (..., S, Ev)
         (L, E), (S, Ev) = shapes[0][-2:], shapes[2][-2:]
         scores = 2 * math.prod(np.broadcast_shapes(*(s[:-2] for s in shapes))) * L * S
@@ -99,10 +102,11 @@ def _products(op, shapes, grads=None) -> int:
 def counting():
     """Count matmul FLOPs and Function applications while the block runs (wrapping, then restoring).
 
-    The products live in three ops: Linear and CausalAttention (forward and backward on arrays)
-    and MatMul (whose backward is made of MatMul ops again, counted as they run)."""
+    The products live in four ops: Linear and CausalAttention or PackedCausalAttention (forward and backward
+    on arrays) and MatMul (whose backward is made of MatMul ops again, counted as they run)."""
     counts = {"flops": 0, "ops": 0}
-    originals = {(op, name): op.__dict__[name] for op in (linalg.Linear, fused.CausalAttention, linalg.MatMul)
+    originals = {(op, name): op.__dict__[name] for op in (linalg.Linear, fused.CausalAttention,
+                                                          fused.PackedCausalAttention, linalg.MatMul)
                  for name in ("forward", "backward")}
     apply = Function.__dict__["apply"]
 
