@@ -144,12 +144,23 @@ def test_large_inputs_stay_finite_with_the_right_gradient(name, dtype):
 
 
 # ----------------------------------------------------------------------------- dtypes, errors
-@pytest.mark.parametrize("name", ["silu", "selu", "relu6", "hardswish", "mish", "logsigmoid"])
-def test_integer_inputs_compute_in_float32(name):
-    fn, reference = CASES[name][:2]
-    y = fn(tg.tensor([-2, 0, 3]))
-    assert y.dtype == tg.float32
-    np.testing.assert_allclose(y.numpy(), reference(np.array([-2.0, 0.0, 3.0])), rtol=1e-6, atol=1e-7)
+@pytest.mark.parametrize("name", ["silu", "selu", "hardswish", "mish", "logsigmoid"])
+def test_integer_and_bool_inputs_are_refused_as_in_pytorch(name):
+    """PyTorch computes these activations for floating-point tensors only: NotImplementedError otherwise."""
+    fn = CASES[name][0]
+    for x in (tg.tensor([-2, 0, 3]), tg.tensor([True, False])):
+        with pytest.raises(NotImplementedError, match=f"{name}.*{x.dtype}"):
+            fn(x)
+
+
+def test_hardtanh_and_relu6_keep_an_integer_dtype_and_refuse_bool():
+    """As PyTorch: the bounds become integers (toward zero), the result keeps the input's integer dtype."""
+    x = tg.tensor([-3, 0, 2, 9], dtype=tg.int32)
+    assert F.relu6(x).dtype == tg.int32 and F.relu6(x).tolist() == [0, 0, 2, 6]
+    assert F.hardtanh(x, -1.5, 2.5).tolist() == [-1, 0, 2, 2]
+    with pytest.raises(NotImplementedError, match="hardtanh.*bool"):
+        F.relu6(tg.tensor([True]))
+    assert F.softsign(tg.tensor([-2, 0, 3])).dtype == tg.float32      # computed through the division
 
 
 def test_errors():

@@ -86,12 +86,24 @@ def test_rounding_between_the_jumps(name, data):
 
 
 def test_module_functions_are_the_methods():
-    """tg.floor(x) is x.floor(): the same function, so only the names and the aliases need checking."""
+    """tg.floor(x) is x.floor() (function_forms.py): a Tensor first, or PyTorch's TypeError; a number first only
+    where PyTorch takes one (tg.remainder(5, x))."""
+    x = tg.tensor([2.5, -2.5, 7.0])
     for name in ["tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "exp2", "log2", "log10",
-                 "floor", "ceil", "trunc", "round", "isinf", "isposinf", "isneginf", "logaddexp", "copysign", "fmod",
-                 "remainder", "floor_divide", "div", "isclose", "lerp", "bitwise_not", "bitwise_and", "bitwise_or",
-                 "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift"]:
-        assert getattr(tg, name) is getattr(tg.Tensor, name), name
+                 "floor", "ceil", "trunc", "round", "isinf", "isposinf", "isneginf", "bitwise_not"]:
+        np.testing.assert_array_equal(getattr(tg, name)(x).numpy() if name != "bitwise_not" else
+                                      tg.bitwise_not(tg.tensor([6])).numpy(),
+                                      getattr(x, name)().numpy() if name != "bitwise_not" else [-7])
+        with pytest.raises(TypeError, match=f"{name}.*must be Tensor, not float"):
+            getattr(tg, name)(2.5)
+    for name in ["logaddexp", "copysign", "fmod", "isclose", "maximum", "eq"]:
+        with pytest.raises(TypeError, match=f"{name}.*must be Tensor, not int"):
+            getattr(tg, name)(2, x)
+    for name in ["remainder", "floor_divide", "div", "add", "sub", "mul", "pow"]:
+        np.testing.assert_array_equal(getattr(tg, name)(2, x).numpy(), getattr(tg.full((3,), 2.0), name)(x).numpy())
+    for name in ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift"]:
+        np.testing.assert_array_equal(getattr(tg, name)(6, tg.tensor([1, 2])).numpy(),
+                                      getattr(tg.tensor([6, 6]), name)(tg.tensor([1, 2])).numpy())
     for alias, name in [("arcsin", "asin"), ("arccos", "acos"), ("arctan", "atan"), ("arcsinh", "asinh"),
                         ("arccosh", "acosh"), ("arctanh", "atanh"), ("fix", "trunc")]:
         assert getattr(tg.Tensor, alias) is getattr(tg.Tensor, name), alias
@@ -395,7 +407,9 @@ def test_isclose_defaults_are_pytorchs():
     x = tg.tensor([1.0, 1.0, 0.0, 0.0], dtype=tg.float64)
     y = tg.tensor([1.0 + 0.9e-5, 1.0 + 1.2e-5, 0.9e-8, 1.2e-8], dtype=tg.float64)
     assert x.isclose(y).tolist() == [True, False, True, False]
-    assert tg.isclose(x, 1.0).tolist() == [True, True, False, False]
+    assert tg.isclose(x, tg.tensor(1.0, dtype=tg.float64)).tolist() == [True, True, False, False]
+    with pytest.raises(TypeError, match="isclose.*must be Tensor"):          # as PyTorch: no number for other
+        tg.isclose(x, 1.0)
 
 
 # ----------------------------------------------------------------------------- bitwise

@@ -251,7 +251,7 @@ def test_linspace_one_step_integers_and_grad():
 
 
 def test_linspace_errors():
-    with pytest.raises(RuntimeError, match="steps must not be negative"):
+    with pytest.raises(RuntimeError, match="steps must be non-negative"):
         tg.linspace(0, 1, -1)
     with pytest.raises(TypeError, match="steps must be an int"):
         tg.linspace(0, 1, 2.0)

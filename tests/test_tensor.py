@@ -40,8 +40,10 @@ def test_tensor_copies_its_input():
 
 
 def test_bad_data_is_a_clear_error():
-    with pytest.raises(TypeError, match="tensor"):
+    with pytest.raises(ValueError, match="rectangular"):           # PyTorch's error type for ragged lists
         tg.tensor([[1, 2], [3]])
+    with pytest.raises(TypeError, match="tensor"):
+        tg.tensor([object()])
 
 
 # ----------------------------------------------------------------------------- creation

@@ -11,10 +11,11 @@ training step; then device.py, dtypes.py, tensor.py (Tensor and Function), autog
 backward pass) and gradient_sums.py, ops/ (each op's forward and backward side by side),
 nn/functional.py, gradcheck.py.
 """
-from . import amp, distributed, dtypes, nn, optim, viz
+from . import amp, cuda, distributed, dtypes, function_forms, nn, optim, utils, viz
 from .amp import autocast
 from .backends import backends
 from .checkpoint import load, save
+from .conveniences import allclose, from_numpy
 from .autograd import grad
 from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, meshgrid, ones, ones_like, rand,
                        rand_like, randint, randn, randn_like, randperm, tensor, zeros, zeros_like)
@@ -31,22 +32,7 @@ from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enab
 bool = bool_  # noqa: A001  (PyTorch spells it tg.bool)
 long, double, half = int64, float64, float16
 
-# PyTorch offers most tensor methods as module functions too: tg.exp(x) is x.exp().
-_METHODS_AS_FUNCTIONS = (
-    "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "sin", "cos", "erf", "sign", "square",
-    "clamp", "clip", "maximum", "minimum", "masked_fill", "isfinite", "isnan", "logical_not", "logical_and",
-    "logical_or", "sum", "mean", "var", "std", "max", "min", "amax", "amin", "argmax", "argmin", "logsumexp",
-    "softmax", "log_softmax", "reshape", "flatten", "permute", "transpose", "movedim", "squeeze", "unsqueeze",
-    "tril", "triu", "numel", "any", "all",
-    "gather", "scatter", "scatter_add", "scatter_reduce", "masked_select", "nonzero",
-    "prod", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "sort", "argsort", "msort", "topk",
-    "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",
-    "arcsinh", "arccosh", "arctanh", "exp2", "log2", "log10", "logaddexp", "floor", "ceil", "trunc", "fix", "round",
-    "fmod", "remainder", "floor_divide", "div", "copysign", "lerp", "isclose", "isinf", "isposinf", "isneginf",
-    "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
-)
-for _name in _METHODS_AS_FUNCTIONS:
-    globals()[_name] = getattr(Tensor, _name)
-del _name
+# PyTorch offers most tensor methods as module functions too: tg.exp(x) is x.exp() (function_forms.py).
+globals().update(function_forms.function_forms())
 
 __version__ = "0.1.0"

@@ -53,8 +53,12 @@ def _split(value, path: str, tensors: dict):
         return value.item()
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    raise TypeError(f"save: cannot store a {type(value).__name__} at '{path}' (tensors, arrays, numbers, "
-                    "strings, None, and dicts/lists/tuples of them only)")
+    # A Module or an optimizer (anything with a state_dict) is the common case: say what to save instead.
+    what = "its" if hasattr(value, "state_dict") else "an object's"
+    raise TypeError(f"save: cannot store a {type(value).__name__} at '{path or '/'}': checkpoints are safetensors "
+                    "files and never pickle objects, so they hold tensors, arrays, numbers, strings, None, and "
+                    f"dicts/lists/tuples of them only. Save {what} state instead: tg.save(model.state_dict(), path) "
+                    "(an optimizer's alike), and restore it with load_state_dict(tg.load(path)) on a new one")
 
 
 def _join(structure, tensors: dict, device: str):
@@ -127,13 +131,32 @@ def read_safetensors(path) -> dict:
     return _read(path)[0]
 
 
-def load(path, device: str = "cpu"):
-    """Read a checkpoint written by `save`; its tensors are placed on `device`.
+def _target_device(map_location, device) -> str:
+    """The one device a load puts every tensor on, from torch's `map_location` or our older `device=`.
+
+    A file records no devices (safetensors holds bytes, and `save` stores every tensor from the host), so
+    torch's remapping forms, a dict {saved device: new device} or a callable (storage, location) -> storage,
+    have nothing to remap here: they are refused rather than half-honoured."""
+    if map_location is not None and (callable(map_location) or isinstance(map_location, dict)):
+        raise TypeError(f"load: map_location must name one device ('cpu', 'cuda', 'cuda:N', 'emu', or a "
+                        f"torch.device of those), not a {type(map_location).__name__}: a checkpoint here records "
+                        "no devices to remap, so every tensor loads onto the device named")
+    if map_location is not None and device is not None and \
+            devices.canonical(str(map_location)) != devices.canonical(device):
+        raise ValueError(f"load: map_location={str(map_location)!r} and device={device!r} disagree; pass one of them")
+    chosen = map_location if map_location is not None else device if device is not None else "cpu"
+    return devices.canonical(str(chosen))          # str(): a torch.device prints as its name
+
+
+def load(path, map_location=None, device: str = None):
+    """Read a checkpoint written by `save`; its tensors are placed on one device: `map_location` (torch's
+    name: "cpu", "cuda", "cuda:1", "emu" or a torch.device) or `device` (the same, our older name), cpu when
+    neither is given.
 
     A plain safetensors file (not written by `save`) loads as a dict of name -> tensor.
     """
+    device = _target_device(map_location, device)
     tensors, metadata = _read(path)
-    device = devices.canonical(device)
     if _METADATA_KEY not in metadata:
         return {name: Tensor(array, device=device) for name, array in tensors.items()}
     try:

@@ -12,8 +12,12 @@ from .tensor import Tensor
 
 def _make(array_fn, size, dtype, device, requires_grad, default=dtypes.default_float) -> Tensor:
     device = devices.canonical(device)
+    shape = shape_arg(size)
+    negative = [n for n in shape if n < 0]
+    if negative:                        # PyTorch's error (NumPy's would be a ValueError of its own)
+        raise RuntimeError(f"Trying to create tensor with negative dimension {negative[0]}: {list(shape)}")
     with devices.use(device):
-        array = array_fn(devices.array_module(device), shape_arg(size), np.dtype(dtype or default))
+        array = array_fn(devices.array_module(device), shape, np.dtype(dtype or default))
     return Tensor._wrap(array, device).requires_grad_(requires_grad)
 
 
@@ -40,6 +44,9 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tens
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    for name, value in (("n", n), ("m", m)):
+        if value is not None and value < 0:
+            raise RuntimeError(f"eye: {name} must be greater or equal to 0, got {value}")
     return _make(lambda xp, s, d: xp.eye(n, m, dtype=d), (), dtype, device, requires_grad)
 
 
@@ -47,6 +54,13 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     """Like range(): integers give int64, any float gives float32."""
     if end is None:
         start, end = 0, start
+    if not all(np.isfinite(float(v)) for v in (start, end)):
+        raise RuntimeError(f"arange: unsupported range: {start} -> {end}")
+    if step == 0:
+        raise RuntimeError("arange: step must be nonzero")
+    if (end - start) * step < 0:        # NumPy would give an empty tensor; PyTorch refuses
+        raise RuntimeError(f"arange: upper bound and lower bound inconsistent with step sign (from {start} to {end} "
+                           f"by {step})")
     is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
     default = dtypes.int64 if is_int else dtypes.default_float
     return _make(lambda xp, s, d: xp.arange(start, end, step).astype(d, copy=False), (), dtype, device, requires_grad,
@@ -58,7 +72,7 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) ->
     if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool):
         raise TypeError(f"linspace: steps must be an int, got {type(steps).__name__}")
     if steps < 0:
-        raise RuntimeError(f"linspace: steps must not be negative, got {steps}")
+        raise RuntimeError(f"linspace: number of steps must be non-negative, got {steps}")
     return _make(lambda xp, s, d: xp.linspace(start, end, steps).astype(d, copy=False), (), dtype, device,
                  requires_grad)
 
@@ -112,12 +126,16 @@ def randint(low, high=None, size=(), dtype=None, device=None) -> Tensor:
     """Integers drawn uniformly from [low, high)."""
     if high is None:
         low, high = 0, low
+    if low >= high:
+        raise RuntimeError(f"randint: low must be less than high, but got low={low} >= high={high}")
     device = devices.canonical(device)
     return _make(lambda xp, s, d: random.generator(device).integers(low, high, size=s).astype(d),
                  (size,), dtype, device, False, dtypes.int64)
 
 
 def randperm(n, dtype=None, device=None) -> Tensor:
+    if n < 0:
+        raise RuntimeError(f"randperm: n must be non-negative, got {n}")
     device = devices.canonical(device)
     return _make(lambda xp, s, d: random.generator(device).permutation(n).astype(d), (), dtype, device, False,
                  dtypes.int64)

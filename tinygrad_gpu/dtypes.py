@@ -97,6 +97,14 @@ def promote(dtype_a, ndim_a: int, dtype_b, ndim_b: int):
     return np.promote_types(dtype_a, dtype_b)
 
 
+def reject_bool(op: str, *given, advice: str = "convert first, e.g. x.long()") -> None:
+    """PyTorch has no bool version of some arithmetic (-, negation, abs, pow of two bools, //, %, floor, ...):
+    NotImplementedError (a RuntimeError) when any of the given dtypes is bool. NumPy would compute some of them
+    (bool - int, abs) and refuse others with errors of its own."""
+    if any(np.dtype(d) == bool_ for d in given):
+        raise NotImplementedError(f"{op}: not defined for bool tensors (as in PyTorch); {advice}")
+
+
 def scalar_dtype(value, tensor_dtype):
     """The dtype a Python scalar takes when combined with a tensor of `tensor_dtype`."""
     value_category = 0 if isinstance(value, (bool, np.bool_)) else 1 if isinstance(value, (int, np.integer)) else 2

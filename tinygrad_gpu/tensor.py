@@ -13,6 +13,8 @@ of contents: each is one line that hands over to an op.
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from . import deferred_checks, dtypes
@@ -103,6 +105,9 @@ class Function:
     # keeps): the engine makes its gradient a place (gradient_slot) before the backward starts.
     backward_together = None
     float_only = False            # set True when integer inputs must be computed as floats (division)
+    # Set to a piece of advice when PyTorch refuses the op if either operand is bool (subtraction): Tensor._binary
+    # raises NotImplementedError with it before promotion turns the bool into a number.
+    rejects_bool = None
     # The engine sets this for the length of backward (None otherwise): gradient_so_far reads it.
     _sums_in_backward = None
     # Kept by release(): the graph's shape. input_dtypes is read by viz.py, which draws a graph (even a used one),
@@ -209,16 +214,41 @@ def _to_array(data, dtype, device):
     else:
         try:
             array = np.asarray(data)
-        except ValueError as e:      # ragged nested lists
-            raise TypeError(f"tensor(): the nested lists do not form a rectangular array ({e})") from None
+        except ValueError as e:      # ragged nested lists (PyTorch's error type)
+            raise ValueError(f"tensor(): the nested lists do not form a rectangular array ({e})") from None
         from_python = True
-        if array.dtype == object:
+        if array.dtype == object and not all(isinstance(v, int) for v in array.flat):   # huge ints: below
             raise TypeError(f"tensor(): cannot build a tensor from {type(data).__name__} "
                             "(expected numbers, nested lists of numbers, or an array)")
     target = np.dtype(dtype) if dtype is not None else dtypes.infer(array.dtype, from_python)
-    with devices.use(device):
+    if from_python:
+        _check_python_values(array, target)
+    with devices.use(device), np.errstate(over="ignore"):     # 1e40 as float32 is inf, as in PyTorch
         moved = devices.move(array, device)
         return moved.astype(target, copy=moved is array)     # one copy: the move's, or this one
+
+
+def _tensor_only(op: str, value, name: str = "other"):
+    """value, when it is a Tensor; PyTorch takes no Python number there (maximum, logaddexp, isclose, lerp's end,
+    logical_and, dot), and neither do we: its TypeError."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{op}(): argument '{name}' (position 1) must be Tensor, not {type(value).__name__}")
+    return value
+
+
+def _check_python_values(array, target) -> None:
+    """Python numbers must fit the tensor's type, as in PyTorch: an int past int64 is a ValueError (NumPy would
+    make it uint64 or an object), and an integer dtype refuses values outside its range, nan and inf
+    (RuntimeError; NumPy would wrap them around or make them garbage)."""
+    if array.dtype.kind == "u" or array.dtype == object and array.size:
+        raise ValueError("tensor(): an integer is outside int64's range [-2**63, 2**63 - 1]")
+    if target.kind not in "iu" or array.dtype.kind not in "iuf" or not array.size:
+        return
+    info = np.iinfo(target)
+    low, high = array.min(), array.max()
+    if not (np.isfinite(low) and np.isfinite(high)) or low < info.min or high > info.max:
+        raise RuntimeError(f"tensor(): a value cannot be converted to type {target} without overflow (the values "
+                           f"lie in [{low}, {high}], {target} holds [{info.min}, {info.max}])")
 
 
 class Tensor:
@@ -443,6 +473,9 @@ class Tensor:
 
     def _binary(self, op, other, reverse=False):
         """Promote both operands to a common dtype, then apply `op` (a Function)."""
+        if op.rejects_bool:                  # a Python bool counts too, though it would join an int tensor as an int
+            dtypes.reject_bool(op.op_name(), self.dtype, np.asarray(other).dtype if not isinstance(other, Tensor)
+                               else other.dtype, advice=op.rejects_bool)
         other = self._as_tensor(other)
         a, b = (other, self) if reverse else (self, other)
         dtype = dtypes.promote(a.dtype, a.ndim, b.dtype, b.ndim)
@@ -461,14 +494,21 @@ class Tensor:
     def __rtruediv__(self, other): return self._in_float32()._binary(_elementwise.Div, other, reverse=True)
     def __pow__(self, exponent): return _elementwise.pow(self._in_float32(), exponent)
     def __rpow__(self, base): return _elementwise.pow(self._as_tensor(base)._in_float32(), self._in_float32())
-    def __matmul__(self, other): return _linalg.matmul(self, self._as_tensor(other))
-    def __rmatmul__(self, other): return _linalg.matmul(self._as_tensor(other), self)
-    def __neg__(self): return _elementwise.Neg.apply(self)
+    def __matmul__(self, other):
+        return NotImplemented if isinstance(other, numbers.Number) else _linalg.matmul(self, self._as_tensor(other))
+
+    def __rmatmul__(self, other):
+        return NotImplemented if isinstance(other, numbers.Number) else _linalg.matmul(self._as_tensor(other), self)
+
+    def __neg__(self):
+        dtypes.reject_bool("neg", self.dtype, advice="for a mask use ~ (logical_not)")
+        return _elementwise.Neg.apply(self)
     def __abs__(self): return self.abs()
-    def add(self, other): return self + other
-    def sub(self, other): return self - other
+    def add(self, other, *, alpha=1): return self + (other if alpha == 1 else other * alpha)
+    def sub(self, other, *, alpha=1): return self - (other if alpha == 1 else other * alpha)
     def mul(self, other): return self * other
     def div(self, other, rounding_mode=None): return _rounding.div(self, other, rounding_mode)
+    def true_divide(self, other): return self / other
     def pow(self, exponent): return self ** exponent
     def matmul(self, other): return self @ other
     def neg(self): return -self
@@ -484,8 +524,8 @@ class Tensor:
     eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
 
     def logical_not(self): return _elementwise.logical(self, None, "logical_not")
-    def logical_and(self, other): return _elementwise.logical(self, other, "logical_and")
-    def logical_or(self, other): return _elementwise.logical(self, other, "logical_or")
+    def logical_and(self, other): return _elementwise.logical(self, _tensor_only("logical_and", other), "logical_and")
+    def logical_or(self, other): return _elementwise.logical(self, _tensor_only("logical_or", other), "logical_or")
     # ~ & | ^ << >> are bitwise, as in PyTorch: on bool tensors ~ & | ^ are logical not/and/or/xor
     def __invert__(self): return _bitwise.bitwise_not(self)
     def __and__(self, other): return _bitwise.bitwise(self, other, "bitwise_and")
@@ -515,15 +555,24 @@ class Tensor:
     def sin(self): return _elementwise.Sin.apply(self._floating())
     def cos(self): return _elementwise.Cos.apply(self._floating())
     def erf(self): return _elementwise.Erf.apply(self._floating())
-    def relu(self): return _elementwise.Relu.apply(self)
-    def abs(self): return _elementwise.Abs.apply(self)
+    def relu(self):
+        dtypes.reject_bool("relu", self.dtype)
+        return _elementwise.Relu.apply(self)
+
+    def abs(self):
+        dtypes.reject_bool("abs", self.dtype)
+        return _elementwise.Abs.apply(self)
+
     def sign(self): return _elementwise.sign(self)
-    def square(self): return self * self
+    def square(self):
+        x = self.long() if self.dtype == dtypes.bool_ else self      # PyTorch: a bool's square is int64
+        return x * x
+
     def gelu(self, approximate="none"): return _elementwise.gelu(self, approximate)
     def clamp(self, min=None, max=None): return _elementwise.clamp(self, min, max)
     clip = clamp
-    def maximum(self, other): return self._binary(_elementwise.Maximum, other)
-    def minimum(self, other): return self._binary(_elementwise.Minimum, other)
+    def maximum(self, other): return self._binary(_elementwise.Maximum, _tensor_only("maximum", other))
+    def minimum(self, other): return self._binary(_elementwise.Minimum, _tensor_only("minimum", other))
     def where(self, condition, other): return _elementwise.where(condition, self, other)
     def masked_fill(self, mask, value): return _elementwise.where(mask, self._as_tensor(value).to(dtype=self.dtype), self)
 
@@ -538,7 +587,7 @@ class Tensor:
 
     # ------------------------------------------------------------------ reductions
     def sum(self, dim=None, keepdim=False, dtype=None): return _reduce.sum(self._in_float32(), dim, keepdim, dtype)
-    def mean(self, dim=None, keepdim=False): return _reduce.mean(self, dim, keepdim)
+    def mean(self, dim=None, keepdim=False, *, dtype=None): return _reduce.mean(self, dim, keepdim, dtype)
     def var(self, dim=None, unbiased=None, keepdim=False, correction=None):
         return _reduce.var(self, dim, keepdim, _reduce.correction_of(unbiased, correction))
     def std(self, dim=None, unbiased=None, keepdim=False, correction=None):
@@ -552,8 +601,8 @@ class Tensor:
     def argmax(self, dim=None, keepdim=False): return _reduce.arg_extreme(self, dim, keepdim, "argmax")
     def argmin(self, dim=None, keepdim=False): return _reduce.arg_extreme(self, dim, keepdim, "argmin")
     def logsumexp(self, dim, keepdim=False): return _reduce.logsumexp(self, dim, keepdim)
-    def softmax(self, dim): return _reduce.Softmax.apply(self._floating()._in_float32(), dim=dim)
-    def log_softmax(self, dim): return _reduce.LogSoftmax.apply(self._floating()._in_float32(), dim=dim)
+    def softmax(self, dim, dtype=None): return _reduce.softmax(self, dim, dtype, _reduce.Softmax)
+    def log_softmax(self, dim, dtype=None): return _reduce.softmax(self, dim, dtype, _reduce.LogSoftmax)
 
     # ------------------------------------------------------------------ movement
     def reshape(self, *shape): return _movement.reshape(self, shape)
@@ -588,7 +637,7 @@ class Tensor:
     def exp2(self): return _exponential.Exp2.apply(self._floating())
     def log2(self): return _exponential.Log2.apply(self._floating()._in_float32())
     def log10(self): return _exponential.Log10.apply(self._floating()._in_float32())
-    def logaddexp(self, other): return self._binary(_exponential.LogAddExp, other)
+    def logaddexp(self, other): return self._binary(_exponential.LogAddExp, _tensor_only("logaddexp", other))
     # rounding, and the divisions that round (ops/rounding.py); % and // as in Python and PyTorch
     def floor(self): return _rounding.to_whole(self, _rounding.Floor)
     def ceil(self): return _rounding.to_whole(self, _rounding.Ceil)
@@ -604,9 +653,9 @@ class Tensor:
     def __rfloordiv__(self, other): return self._binary(_rounding.FloorDivide, other, reverse=True)
     # one value weighed against another (ops/blend.py); tests for infinities (bool results, no gradient)
     def copysign(self, other): return self._binary(_blend.CopySign, other)
-    def lerp(self, end, weight): return _blend.lerp(self, end, weight)
+    def lerp(self, end, weight): return _blend.lerp(self, _tensor_only("lerp", end, "end"), weight)
     def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-        return _blend.isclose(self, other, rtol, atol, equal_nan)
+        return _blend.isclose(self, _tensor_only("isclose", other), rtol, atol, equal_nan)
     def isinf(self): return _elementwise.predicate(self, "isinf")
     def isposinf(self): return _elementwise.predicate(self, "isposinf")
     def isneginf(self): return _elementwise.predicate(self, "isneginf")
@@ -641,7 +690,7 @@ class Tensor:
     def unfold(self, dimension, size, step): return _rearrange.unfold(self, dimension, size, step)
     def diag(self, diagonal=0): return _rearrange.diag(self, diagonal)
     def diagonal(self, offset=0, dim1=0, dim2=1): return _rearrange.diagonal(self, offset, dim1, dim2)
-    def dot(self, other): return _linalg.dot(self, other)
+    def dot(self, other): return _linalg.dot(self, _tensor_only("dot", other, "tensor"))
 
 # The op modules import Tensor and Function from here, so they come last.
 from .ops import bitwise as _bitwise  # noqa: E402

@@ -52,12 +52,12 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     return _gelu(x, approximate)
 
 
-def softmax(x: Tensor, dim: int) -> Tensor:
-    return x.softmax(dim)
+def softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+    return x.softmax(dim, dtype)
 
 
-def log_softmax(x: Tensor, dim: int) -> Tensor:
-    return x.log_softmax(dim)
+def log_softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+    return x.log_softmax(dim, dtype)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor = None) -> Tensor:

@@ -49,6 +49,8 @@ class Add(_Binary):
 
 
 class Sub(_Binary):
+    rejects_bool = "for masks use ^ (logical_xor) or ~ (logical_not); for numbers convert first, e.g. x.long()"
+
     def forward(ctx, a, b):
         return a.data - b.data
 
@@ -129,8 +131,13 @@ class Pow(_Binary):
 
 
 def pow(base: Tensor, exponent) -> Tensor:
+    exponent_dtype = exponent.dtype if isinstance(exponent, Tensor) else np.asarray(exponent).dtype
+    if base.dtype == dtypes.bool_ and exponent_dtype == dtypes.bool_:
+        dtypes.reject_bool("pow", base.dtype)
     if isinstance(exponent, Tensor):
         return base._binary(Pow, exponent)
+    if base.dtype == dtypes.bool_ and isinstance(exponent, int):
+        base = base.long()              # PyTorch: bool ** 2 is int64 (NumPy would give int8)
     if isinstance(exponent, int) and exponent < 0 and not base.is_floating_point():
         raise RuntimeError(f"pow: an integer tensor ({base.dtype}) to the negative integer power {exponent} is not "
                            "allowed (as in PyTorch); make one of them a float, e.g. x.float() ** -2")
@@ -314,7 +321,7 @@ class Sign(Function):
 
 
 def sign(x: Tensor) -> Tensor:
-    return Sign.apply(x)
+    return x.clone() if x.dtype == dtypes.bool_ else Sign.apply(x)      # a bool is its own sign, as in PyTorch
 
 
 def gelu_tanh(x: Tensor) -> Tensor:
@@ -339,10 +346,13 @@ class GeluExact(Function):
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    if not x.is_floating_point():                          # PyTorch has no integer GELU
+        raise NotImplementedError(f"gelu: not implemented for {x.dtype} tensors (as in PyTorch); convert first, "
+                                  "e.g. x.float()")
     if approximate == "tanh":
-        return gelu_tanh(x._floating())
+        return gelu_tanh(x)
     if approximate == "none":
-        return GeluExact.apply(x._floating())
+        return GeluExact.apply(x)
     raise RuntimeError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
@@ -397,6 +407,9 @@ class ClampTensor(Function):
 def clamp(x: Tensor, low=None, high=None) -> Tensor:
     if low is None and high is None:
         raise RuntimeError("clamp: give at least one of min and max")     # PyTorch's kind of error
+    if isinstance(low, Tensor) != isinstance(high, Tensor) and low is not None and high is not None:
+        raise TypeError(f"clamp(): min and max must both be Tensors or both be numbers (as in PyTorch), got "
+                        f"{type(low).__name__} and {type(high).__name__}")
     if not x.is_floating_point() and any(isinstance(v, float) for v in (low, high)):
         x = x._floating()          # int tensor, float bound: float32 as in PyTorch (NumPy would give float64)
     if not isinstance(low, Tensor) and not isinstance(high, Tensor):
@@ -468,12 +481,17 @@ def where(condition, a, b) -> Tensor:
 
 # ----------------------------------------------------------------------------- no gradient
 def compare(a: Tensor, other, name: str) -> Tensor:
-    """==, !=, <, <=, >, >= as bool tensors (comparisons have no gradient)."""
+    """==, !=, <, <=, >, >= as bool tensors (comparisons have no gradient), made in the dtype that arithmetic
+    between the two would have (PyTorch's rule): a float16 tensor against a float64 number compares in float16,
+    an int64 tensor against a float32 one in float32."""
     b = a._as_tensor(other)
     if a.device != b.device:
         raise RuntimeError(f"{name}: expected both tensors on the same device, got {a.device} and {b.device}")
     check_broadcast(name, a.shape, b.shape)
-    return Tensor._wrap(getattr(devices.array_module(a.device), name)(a.data, b.data), a.device)
+    dtype = dtypes.promote(a.dtype, a.ndim, b.dtype, b.ndim)
+    with devices.use(a.device):
+        values = [t.data.astype(dtype, copy=False) for t in (a, b)]
+        return Tensor._wrap(getattr(devices.array_module(a.device), name)(*values), a.device)
 
 
 def logical(a: Tensor, other, name: str) -> Tensor:

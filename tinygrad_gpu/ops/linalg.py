@@ -1,6 +1,7 @@
 """Products: matmul (PyTorch's rules: 1-D operands, broadcast batch dimensions), linear, dot and einsum."""
 from __future__ import annotations
 
+import math
 import string
 
 import numpy as np
@@ -27,6 +28,12 @@ def product(a, b, out=None):
     return a @ b if out is None else array_module_of(a).matmul(a, b, out=out)
 
 
+def rows_of(a):
+    """a (..., n) as the 2-D (rows, n) that one product takes: every leading dimension a row. Sizes, not -1:
+    with n == 0, -1 cannot be worked out."""
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
+
+
 def sum_rows(a):
     """a.sum(0), in float32 for 16-bit floats (a bias's gradient adds up every row of a batch)."""
     return a.sum(0, dtype=dtypes.accumulator(a.dtype)).astype(a.dtype, copy=False)
@@ -41,7 +48,7 @@ class MatMul(Function):
             # x @ W with x (..., k): one (rows, k) @ (k, n) product instead of a loop of small ones
             # over the batch, which is how the array libraries treat a stacked operand (about 2x faster
             # for a GPT's layers on the CPU)
-            return product(a.data.reshape(-1, a.shape[-1]), b.data).reshape(*a.shape[:-1], b.shape[-1])
+            return product(rows_of(a.data), b.data).reshape(*a.shape[:-1], b.shape[-1])
         return product(a.data, b.data)
 
     def backward(ctx, grad):
@@ -52,7 +59,7 @@ class MatMul(Function):
             if b.ndim == 2 and a.ndim > 2:
                 # A shared weight (x @ W with x batched): fold the batch into the rows, one GEMM,
                 # instead of a batch of products that would then be summed.
-                grad_b = a.reshape(-1, a.shape[-1]).transpose(0, 1) @ grad.reshape(-1, grad.shape[-1])
+                grad_b = rows_of(a).transpose(0, 1) @ rows_of(grad)
             else:
                 grad_b = a.transpose(-1, -2) @ grad
         return grad_a, grad_b
@@ -105,7 +112,7 @@ class Linear(Function):
     def forward(ctx, x, weight, bias=None):
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
-        rows = x.data.reshape(-1, x.shape[-1])
+        rows = rows_of(x.data)
         out = product(rows, weight.data.T)
         if bias is not None:
             out += bias.data
@@ -115,10 +122,10 @@ class Linear(Function):
         x, weight = ctx.saved_tensors
         need_x, need_weight = ctx.needs_input_grad[:2]
         need_bias = ctx.has_bias and ctx.needs_input_grad[2]
-        grad_rows = grad.data.reshape(-1, grad.shape[-1])
+        grad_rows = rows_of(grad.data)
         dweight = ctx.gradient_slot(1) if need_weight else None     # the weight's place in the step's gradients
         grads = (product(grad_rows, weight.data).reshape(x.shape) if need_x else None,              # dx = dy W
-                 product(grad_rows.T, x.data.reshape(-1, x.shape[-1]), out=dweight) if need_weight else None,  # dW = dy^T x
+                 product(grad_rows.T, rows_of(x.data), out=dweight) if need_weight else None,  # dW = dy^T x
                  *((sum_rows(grad_rows) if need_bias else None,) if ctx.has_bias else ()))          # db = sum dy
         return tuple(None if g is None else Tensor._wrap(g, ctx.device) for g in grads)
 

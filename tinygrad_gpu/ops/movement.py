@@ -172,10 +172,18 @@ def _normalize_index(x: Tensor, index):
     select each element at most once, so the backward can assign instead of accumulate.
     """
     xp = devices.array_module(x.device)
-    parts, basic = [], True
-    for part in _index_parts(index):
-        if isinstance(part, Tensor):
-            part = part.data
+    given = [part.data if isinstance(part, Tensor) else part for part in _index_parts(index)]
+    # where each part starts among x's dims: "..." stands for the dims no other part takes; a mask takes as
+    # many as it has, None takes none
+    taken = sum(0 if part is None or part is Ellipsis else getattr(part, "ndim", None) or
+                (np.ndim(part) if isinstance(part, (list, tuple)) and np.asarray(part).dtype == np.bool_ else 1)
+                for part in given)
+    parts, basic, axis = [], True, 0
+    for part in given:
+        if part is Ellipsis:
+            axis += x.ndim - taken
+        elif part is not None:
+            axis += _check_mask(part, x.shape, axis)
         if isinstance(part, (list, tuple, np.ndarray)) or hasattr(part, "__cuda_array_interface__"):
             # A list or a tuple inside the index is an integer (or boolean) array, nested ones too: x[(0, 1),]
             # is x[[0, 1]]. An empty one selects nothing (NumPy alone would make it float).
@@ -183,7 +191,9 @@ def _normalize_index(x: Tensor, index):
                 part = np.asarray(part, dtype=np.int64) if len(part) == 0 else np.asarray(part)
             part = devices.move(part, x.device)
             if part.dtype == np.bool_:
-                parts.extend(xp.nonzero(part))  # a mask selects the positions where it is true
+                # a mask selects the positions where it is true; a 0-d one, a new dim of size 1 or 0 (True,
+                # False), the array library takes as it is
+                parts.extend((part,) if part.ndim == 0 else xp.nonzero(part))
                 basic = False
                 continue
             if part.dtype.kind not in "iu":
@@ -193,6 +203,20 @@ def _normalize_index(x: Tensor, index):
             raise IndexError(f"getitem: unsupported index of type {type(part).__name__}")
         parts.append(part)
     return tuple(parts), basic
+
+
+def _check_mask(part, shape: tuple, axis: int) -> int:
+    """How many of x's dims `part` of an index takes, starting at `axis`; a boolean mask must have their sizes
+    (NumPy's error names only the first mismatch in its own words; this is PyTorch's IndexError)."""
+    if isinstance(part, (list, tuple)):
+        part = np.asarray(part)
+    if getattr(part, "dtype", None) != np.bool_:
+        return 1
+    covered = tuple(shape[axis:axis + part.ndim])
+    if tuple(part.shape) != covered:
+        raise IndexError(f"getitem: the shape of the mask {list(part.shape)} does not match the shape "
+                         f"{list(covered)} of the indexed tensor's dims {axis}.. (tensor shape {tuple(shape)})")
+    return part.ndim
 
 
 def _expect_indices_in_range(shape, index, device):
@@ -333,8 +357,11 @@ def split(x: Tensor, split_size_or_sections, dim=0) -> tuple:
 def chunk(x: Tensor, chunks: int, dim=0) -> tuple:
     if chunks <= 0:
         raise RuntimeError(f"chunk: number of chunks must be positive, got {chunks}")
-    n = x.shape[normalize_dim("chunk", dim, x.ndim)]
-    return split(x, max(math.ceil(n / chunks), 1), dim)
+    d = normalize_dim("chunk", dim, x.ndim)
+    n = x.shape[d]
+    if n == 0:                          # PyTorch: `chunks` empty pieces (split would give one)
+        return tuple(x[(slice(None),) * d + (slice(0, 0),)] for _ in range(chunks))
+    return split(x, math.ceil(n / chunks), dim)
 
 
 class Triangle(Function):

@@ -6,6 +6,7 @@ reshape it to the "keepdim" shape, then broadcast to the input's shape.
 from __future__ import annotations
 
 import collections
+import math
 
 import numpy as np
 
@@ -36,6 +37,19 @@ def normalize_dims(op: str, dim, ndim: int) -> tuple:
 
 def keepdim_shape(shape: tuple, dims: tuple) -> tuple:
     return tuple(1 if i in dims else n for i, n in enumerate(shape))
+
+
+def check_nonempty(op: str, shape: tuple, dims: tuple, all_dims: bool) -> None:
+    """max, min and their args pick an element, so each reduced dim needs one; the others may be empty (the
+    result is then empty too). PyTorch's errors: a named dim of size 0 is an IndexError, and a reduction over
+    every dim of an empty tensor asks for a dim (an IndexError from argmax and argmin, a RuntimeError from the
+    others)."""
+    if all_dims and math.prod(shape) == 0:
+        raise (IndexError if op.startswith("arg") else RuntimeError)(f"{op}(): Expected reduction dim to be specified for input.numel() == 0 (shape "
+                           f"{shape}); name the dim to reduce")
+    for d in dims:
+        if shape[d] == 0:
+            raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size (shape {shape})")
 
 
 def _spread(grad: Tensor, input_shape: tuple, dims: tuple) -> Tensor:
@@ -101,9 +115,13 @@ def prod(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
     return Prod.apply(x, dims=dims, keepdim=keepdim)
 
 
-def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
+def mean(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
+    """dtype: x is converted to it first, as PyTorch does (mean(dtype=tg.float32) of an integer tensor)."""
+    if dtype is not None:
+        x = x.to(dtype=dtype)
     if not x.is_floating_point():
-        raise TypeError(f"mean: needs a floating-point tensor, got {x.dtype}; convert it with .float()")
+        raise RuntimeError(f"mean(): could not infer the output dtype: the input is {x.dtype}, and a mean needs a "
+                           "floating-point tensor; convert it with .float(), or pass dtype=tg.float32")
     dims = normalize_dims("mean", dim, x.ndim)
     count = int(np.prod([x.shape[d] for d in dims]))
     total = sum(x, dims, keepdim)           # the op, not the method: autocast runs mean in x's dtype
@@ -148,8 +166,6 @@ class Amax(Function):
     """max (or min) over dims; ties share the gradient evenly (PyTorch's rule for amax and max())."""
 
     def forward(ctx, x, dims, keepdim, kind):
-        if x.numel() == 0:
-            raise RuntimeError(f"{kind}: cannot reduce an empty tensor of shape {x.shape}")
         ctx.save_for_backward(x)
         ctx.dims = dims
         out = (ctx.xp.max if kind == "max" else ctx.xp.min)(x.data, axis=dims, keepdims=True)
@@ -163,14 +179,18 @@ class Amax(Function):
         return grad.reshape(keepdim_shape(x.shape, ctx.dims)) * share
 
 
-def amax(x: Tensor, dim, keepdim, kind) -> Tensor:
-    return Amax.apply(x, dims=normalize_dims(kind, dim, x.ndim), keepdim=keepdim, kind=kind)
+def amax(x: Tensor, dim, keepdim, kind, op: str = None) -> Tensor:
+    dims = normalize_dims(kind, dim, x.ndim)
+    check_nonempty(op or "a" + kind, x.shape, dims, dim is None or dim == ())
+    return Amax.apply(x, dims=dims, keepdim=keepdim, kind=kind)
 
 
 def arg_extreme(x: Tensor, dim, keepdim, kind) -> Tensor:
     """argmax / argmin (the first index on ties); no gradient."""
-    if x.numel() == 0:
-        raise RuntimeError(f"{kind}: cannot reduce an empty tensor of shape {x.shape}")
+    if x.dtype == dtypes.bool_:
+        raise RuntimeError(f"{kind}(): does not support bool input (as in PyTorch); convert it first, e.g. x.long()")
+    check_nonempty(kind, x.shape, () if dim is None else (movement.normalize_dim(kind, dim, max(x.ndim, 1)),)
+                   if x.ndim else (), dim is None)
     xp = devices.array_module(x.device)
     if dim is None:
         index = getattr(xp, kind)(x.data)
@@ -198,8 +218,10 @@ def along_one_dim(op: str, x: Tensor, dim, run):
 def extreme(x: Tensor, dim, keepdim, kind):
     """x.max() -> a tensor; x.max(dim) -> (values, indices), the gradient going to the index."""
     if dim is None:
-        return amax(x, None, False, kind)
+        return amax(x, None, False, kind, op=kind)
     d = movement.normalize_dim(kind, dim, max(x.ndim, 1))   # a 0-d tensor takes dim 0 or -1
+    if x.ndim:
+        check_nonempty(kind, x.shape, (d,), False)
     indices = arg_extreme(x, d, True, "argmax" if kind == "max" else "argmin")
     if x.ndim == 0:                        # nothing to pick from: the value is the element itself
         return ValuesIndices(x, indices)
@@ -213,6 +235,9 @@ def logsumexp(x: Tensor, dim, keepdim=False) -> Tensor:
     """log(sum(exp(x))) without overflow: shift by the (constant) max first."""
     x = x._floating()
     dims = normalize_dims("logsumexp", dim, x.ndim)
+    if any(x.shape[d] == 0 for d in dims):                 # a sum of no terms: log 0 = -inf, nothing to shift
+        with np.errstate(divide="ignore"):
+            return x.exp().sum(dims, keepdim=keepdim).log()
     shift = x.detach().amax(dims, keepdim=True)
     shift = shift.masked_fill(~shift.isfinite(), 0.0)      # all -inf (or inf) rows: no shift
     out = (x - shift).exp().sum(dims, keepdim=True).log() + shift
@@ -220,12 +245,29 @@ def logsumexp(x: Tensor, dim, keepdim=False) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- softmax
+def _shifted(xp, data, dim):
+    """data minus each row's max along dim (a 0-d tensor is its own row), so that exp cannot overflow; computed
+    in float32 for 16-bit floats. A row of nan, inf or -inf stays nan, as in PyTorch."""
+    work = data.astype(dtypes.accumulator(data.dtype), copy=False)
+    with np.errstate(invalid="ignore"):                  # inf - inf: nan, on purpose
+        if not data.ndim:
+            return work - work
+        return work - work.max(axis=dim, keepdims=True, initial=-xp.inf) if data.size else work
+
+
 def _softmax_array(xp, data, dim):
     """Computed in float32 for 16-bit floats, rounded once (as PyTorch's kernels do)."""
-    work = data.astype(dtypes.accumulator(data.dtype), copy=False)
-    shifted = work - work.max(axis=dim, keepdims=True)   # exp of values <= 0: no overflow
-    e = xp.exp(shifted)
-    return (e / e.sum(axis=dim, keepdims=True)).astype(data.dtype, copy=False)
+    e = xp.exp(_shifted(xp, data, dim))
+    return (e / (e.sum(axis=dim, keepdims=True) if data.ndim else e)).astype(data.dtype, copy=False)
+
+
+def softmax(x: Tensor, dim, dtype, op) -> Tensor:
+    """softmax or log_softmax (op): dtype converts x first, as in PyTorch, which has no integer softmax."""
+    x = x if dtype is None else x.to(dtype=dtype)
+    if not x.is_floating_point():
+        raise NotImplementedError(f"{op.op_name()}: not implemented for {x.dtype} tensors (as in PyTorch); convert "
+                                  "first, e.g. x.float(), or pass dtype=tg.float32")
+    return op.apply(x._in_float32(), dim=dim)
 
 
 class Softmax(Function):
@@ -233,7 +275,7 @@ class Softmax(Function):
 
     def forward(ctx, x, dim):
         (ctx.dim,) = normalize_dims("softmax", dim, x.ndim) or (0,)
-        return _softmax_array(ctx.xp, x.data, ctx.dim) if x.ndim else ctx.xp.ones_like(x.data)
+        return _softmax_array(ctx.xp, x.data, ctx.dim)
 
     def backward(ctx, grad):
         y = ctx.output                     # dx = y * (g - sum(g * y))
@@ -245,12 +287,9 @@ class LogSoftmax(Function):
 
     def forward(ctx, x, dim):
         (ctx.dim,) = normalize_dims("log_softmax", dim, x.ndim) or (0,)
-        if not x.ndim:
-            return ctx.xp.zeros_like(x.data)
-        work = x.data.astype(dtypes.accumulator(x.dtype), copy=False)     # float32 for 16-bit floats
-        shifted = work - work.max(axis=ctx.dim, keepdims=True)
-        return (shifted - ctx.xp.log(ctx.xp.exp(shifted).sum(axis=ctx.dim, keepdims=True))).astype(x.dtype,
-                                                                                                   copy=False)
+        xp, shifted = ctx.xp, _shifted(ctx.xp, x.data, ctx.dim)
+        total = xp.exp(shifted).sum(axis=ctx.dim, keepdims=True) if x.ndim else xp.exp(shifted)
+        return (shifted - xp.log(total)).astype(x.dtype, copy=False)
 
     def backward(ctx, grad):
         y = ctx.output                     # dx = g - softmax * sum(g)

@@ -58,8 +58,7 @@ def to_whole(x: Tensor, op: type, **options) -> Tensor:
     """floor / ceil / trunc / round: an integer tensor is whole already and comes back as a copy."""
     if x.is_floating_point():
         return op.apply(x, **options)
-    if x.dtype == bool:
-        raise RuntimeError(f"{op.op_name()}: not defined for bool tensors (as in PyTorch); convert first, e.g. x.long()")
+    dtypes.reject_bool(op.op_name(), x.dtype)
     if options.get("decimals", 0) != 0:
         raise RuntimeError(f"round: decimals={options['decimals']} needs a floating-point tensor, got {x.dtype} "
                            "(PyTorch has no integer version either); convert first, e.g. x.float().round(...)")
@@ -69,8 +68,7 @@ def to_whole(x: Tensor, op: type, **options) -> Tensor:
 # ----------------------------------------------------------------------------- divisions that round
 def _divisor(ctx, op: str, a: Tensor, b: Tensor):
     """b's array, checked: integer division by zero raises ZeroDivisionError (see the module docstring)."""
-    if a.dtype == bool:
-        raise RuntimeError(f"{op}: not defined for bool tensors (as in PyTorch); convert first, e.g. x.long()")
+    dtypes.reject_bool(op, a.dtype)
     if a.dtype.kind not in "iu":
         return b.data
     zero = b.data == 0

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import device as devices
 from ..tensor import Tensor
+from . import movement
 from .gather import Gather
 from .reduce import ValuesIndices, along_one_dim
 
@@ -64,6 +65,13 @@ def topk(x: Tensor, k, dim=-1, largest=True, sorted=True):
     even with sorted=False (where PyTorch promises no order)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"topk: k must be an int, got {k!r}")
+    if x.dtype == bool:
+        raise RuntimeError("topk: does not support bool tensors (as in PyTorch); convert first, e.g. x.long()")
+    if x.ndim == 0:                     # PyTorch: k 0 or 1 of a 0-d tensor gives the element itself
+        movement.normalize_dim("topk", dim, 1)
+        if k not in (0, 1):
+            raise RuntimeError(f"topk: k={k} is out of range for a 0-d tensor; k must be 0 or 1")
+        return ValuesIndices(x.clone(), Tensor._wrap(devices.array_module(x.device).zeros((), np.int64), x.device))
 
     def run(x, d):
         if not 0 <= k <= x.shape[d]:

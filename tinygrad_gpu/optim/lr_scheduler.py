@@ -68,3 +68,32 @@ class WarmupCosineLR(LRScheduler):
     def lr_at(self, step, base_lr):
         floor = self.min_lr * base_lr / self.base_lrs[0] if self.base_lrs[0] else 0.0
         return warmup_cosine(step, base_lr, self.warmup_iters, self.decay_iters, floor)
+
+
+class StepLR(LRScheduler):
+    """lr = base_lr * gamma ** (step // step_size): the lr drops by the factor gamma every step_size steps."""
+
+    def __init__(self, optimizer, step_size: int, gamma: float = 0.1):
+        if not isinstance(step_size, int) or isinstance(step_size, bool) or step_size <= 0:
+            raise ValueError(f"StepLR: step_size must be a positive int (steps between drops), got {step_size!r}")
+        self.step_size, self.gamma = step_size, gamma
+        super().__init__(optimizer)
+
+    def lr_at(self, step, base_lr):
+        return base_lr * self.gamma ** (step // self.step_size)
+
+
+class CosineAnnealingLR(LRScheduler):
+    """Half a cosine from base_lr down to eta_min over T_max steps:
+    lr = eta_min + (base_lr - eta_min) (1 + cos(pi step / T_max)) / 2.
+    As in torch it does not stop at T_max: past it the cosine climbs back to base_lr at 2 T_max, and so on
+    (torch computes it step by step from the previous lr; this is the closed form, equal to rounding)."""
+
+    def __init__(self, optimizer, T_max: int, eta_min: float = 0.0):
+        if not T_max > 0:
+            raise ValueError(f"CosineAnnealingLR: T_max must be a positive number of steps, got {T_max!r}")
+        self.T_max, self.eta_min = T_max, eta_min
+        super().__init__(optimizer)
+
+    def lr_at(self, step, base_lr):
+        return self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * step / self.T_max)) / 2
