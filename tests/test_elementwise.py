@@ -188,6 +188,16 @@ def test_clamp_with_tensor_bounds(device, data):
     check_op(lambda t, lo, hi: t.clamp(lo, hi), np.clip, x, low, high, second_order=True, device=device)
     check_op(lambda t, lo: t.clamp(min=lo), lambda a, lo: np.maximum(a, lo), x, low, device=device)
     check_op(lambda t, hi: t.clamp(max=hi), lambda a, hi: np.minimum(a, hi), x, high, device=device)
+    check_op(lambda t, lo: t.clamp_min(lo), lambda a, lo: np.maximum(a, lo), x, low, device=device)
+    check_op(lambda t, hi: tg.clamp_max(t, hi), lambda a, hi: np.minimum(a, hi), x, high, device=device)
+
+
+@on_devices
+@given(data=st.data())
+def test_outer(device, data):
+    a = data.draw(values(data.draw(shapes(min_dims=1, max_dims=1))))
+    b = data.draw(values(data.draw(shapes(min_dims=1, max_dims=1))))
+    check_op(lambda x, y: tg.outer(x, y), np.outer, a, b, second_order=True, device=device)
 
 
 @on_devices

@@ -193,6 +193,14 @@ def test_mse_loss(shapes_, data, reduction):
              a, b, second_order=True)
 
 
+@given(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3), st.data(), REDUCTIONS)
+def test_l1_loss(shapes_, data, reduction):
+    """|a - b| with a and b drawn from different ranges: never equal, away from abs's kink."""
+    a, b = data.draw(values(shapes_.input_shapes[0], 0.5, 3)), data.draw(values(shapes_.input_shapes[1], -3, -0.5))
+    check_op(lambda a, b: F.l1_loss(a, b, reduction=reduction), lambda a, b: np_reduce(np.abs(a - b), reduction),
+             a, b, second_order=True)
+
+
 @pytest.mark.parametrize("shape_a, shape_b", [((2, 3), (3,)), ((3,), (2, 1))])
 def test_mse_loss_broadcast_reductions(shape_a, shape_b):
     a, b = tg.zeros(*shape_a), tg.ones(*shape_b)
@@ -378,6 +386,32 @@ def test_scaled_dot_product_attention(device, case):
         return np_attention(q, k, v, float_mask[0] if float_mask else arrays[3] if kind == "bool" else None,
                             is_causal=kind == "causal", scale=scale)
     check_op(fn, reference, *differentiable, device=device)
+
+
+@on_devices
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_a_query_that_sees_no_key_gets_zeros_as_in_pytorch(device, kind):
+    """A mask row that allows nothing (False everywhere, or -inf everywhere): the output row is 0 and so is every
+    gradient through it (PyTorch 2.x on all its paths), not nan; the other rows are unchanged, and gradchecked."""
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.normal(size=(1, 2, 3, 2)) for _ in range(3))
+    visible = np.ones((3, 3), bool)
+    visible[1] = False
+    mask = tg.tensor(visible if kind == "bool" else np.where(visible, 0.0, -np.inf), device=device)
+
+    def fn(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    def reference(q, k, v):
+        out = np_attention(q, k, v, visible, is_causal=False)
+        out[..., 1, :] = 0
+        return out
+    with np.errstate(invalid="ignore"):           # the reference's own nan row is overwritten above
+        check_op(fn, reference, q, k, v, device=device)
+    q_t, k_t, v_t = (t64(a, device) for a in (q, k, v))
+    fn(q_t, k_t, v_t)[..., 1, :].sum().backward()
+    for t in (q_t, k_t, v_t):
+        assert (t.grad.numpy() == 0).all()
 
 
 def test_attention_second_order():

@@ -73,6 +73,43 @@ def test_nll_loss_of_log_softmax_is_cross_entropy():
                                F.cross_entropy(logits, target).numpy(), rtol=1e-14)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("targets", ["indices", "probabilities"])
+def test_cross_entropy_with_class_weights(reduction, smoothing, targets):
+    """weight= gradchecked on (N, C, d) logits with an ignored target, against the formula written out: each
+    class's term scaled by its weight; "mean" over class indices divides by the kept targets' total weight
+    (smoothing's part too), over probabilities by their count. And against torch's where it is installed."""
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((3, 4, 2)), rng.random(4) + 0.1
+    if targets == "indices":
+        target = np.array([[1, 3], [-100, 0], [2, 2]])
+    else:
+        target = rng.random((3, 4, 2))
+        target /= target.sum(1, keepdims=True)
+
+    def loss(logits):
+        return F.cross_entropy(logits, tg.tensor(target), weight=tg.tensor(w), reduction=reduction,
+                               label_smoothing=smoothing)
+
+    def reference(logits):
+        log_p = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+        weighted = log_p * w[None, :, None]
+        if targets == "probabilities":
+            losses = -(((1 - smoothing) * target + smoothing / 4) * weighted).sum(1)
+            return {"mean": losses.mean(), "sum": losses.sum(), "none": losses}[reduction]
+        kept = target != -100
+        picked = np.take_along_axis(weighted, np.where(kept, target, 0)[:, None], 1)[:, 0]
+        losses = np.where(kept, -(1 - smoothing) * picked - smoothing / 4 * weighted.sum(1), 0.0)
+        total = np.where(kept, w[np.where(kept, target, 0)], 0.0).sum()
+        return {"mean": losses.sum() / total, "sum": losses.sum(), "none": losses}[reduction]
+    check_op(loss, reference, x)
+    torch = pytest.importorskip("torch")
+    want = torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(target), weight=torch.tensor(w),
+                                             reduction=reduction, label_smoothing=smoothing)
+    np.testing.assert_allclose(loss(tg.tensor(x)).numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+
+
 def test_nll_loss_everything_ignored_gives_nan_for_the_mean():
     logp = tg.tensor([[-1.0, -2.0]], requires_grad=True)
     target = tg.tensor([-100])

@@ -56,6 +56,9 @@ UNARY = {
     "exp2": (lambda x: x.exp2(), np.exp2, (-3.0, 3.0)),
     "log2": (lambda x: x.log2(), np.log2, (0.2, 3.0)),
     "log10": (lambda x: x.log10(), np.log10, (0.2, 3.0)),
+    "expm1": (lambda x: x.expm1(), np.expm1, (-3.0, 3.0)),
+    "log1p": (lambda x: x.log1p(), np.log1p, (-0.8, 3.0)),
+    "reciprocal": (lambda x: x.reciprocal(), np.reciprocal, (0.3, 3.0)),
 }
 
 
@@ -120,6 +123,22 @@ def test_logaddexp(data):
     a = data.draw(noncontiguous(values(shape_a)))
     b = data.draw(noncontiguous(values(shape_b)))
     check_op(lambda x, y: x.logaddexp(y), np.logaddexp, a, b, second_order=True)
+
+
+@fewer_examples
+@given(data=st.data())
+def test_atan2_in_every_quadrant(data):
+    """atan2(a, b) with b's sign any (the quadrants), away from the origin where it has no derivative."""
+    shape_a, shape_b = data.draw(broadcastable(2)).input_shapes
+    a, b = data.draw(noncontiguous(nonzero(shape_a))), data.draw(noncontiguous(nonzero(shape_b)))
+    check_op(lambda x, y: x.atan2(y), np.arctan2, a, b, second_order=True)
+
+
+def test_expm1_and_log1p_keep_their_digits_near_zero():
+    x = tg.tensor([1e-10, -1e-12], dtype=tg.float64)
+    np.testing.assert_allclose(x.expm1().numpy(), [1e-10 + 5e-21, -1e-12 + 5e-25], rtol=1e-15)
+    np.testing.assert_allclose(x.log1p().numpy(), [1e-10 - 5e-21, -1e-12 - 5e-25], rtol=1e-15)
+    assert tg.arange(3).reciprocal().dtype == tg.float32 and tg.tensor([0.0]).reciprocal().tolist() == [np.inf]
 
 
 def test_logaddexp_does_not_overflow():

@@ -113,6 +113,51 @@ def test_movedim_moves_one_dim_and_keeps_the_others_in_order():
     x = tg.zeros(2, 3, 4, 5)
     assert x.movedim(0, -1).shape == (3, 4, 5, 2) and x.movedim(-1, 1).shape == (2, 5, 3, 4)
     assert x.T.shape == (5, 4, 3, 2) and x.transpose(-1, 0).shape == (5, 3, 4, 2)
+    assert x.movedim((0, 1), (3, 0)).shape == (3, 4, 5, 2) and x.mT.shape == (2, 3, 5, 4)
+    with pytest.raises(RuntimeError, match="same number of dims"):
+        x.movedim((0, 1), 2)
+    with pytest.raises(RuntimeError, match="repeated dim"):
+        x.movedim((0, 0), (1, 2))
+    with pytest.raises(RuntimeError, match="mT.*matrices"):
+        tg.zeros(3).mT
+
+
+@given(st.data())
+def test_movedim_of_several_dims_mT_and_view_as(data):
+    a = array_of(data.draw, data.draw(shapes(min_dims=2, max_dims=4, max_side=3)))
+    order = data.draw(st.permutations(range(a.ndim)))
+    k = data.draw(st.integers(1, a.ndim))
+    sources, targets = tuple(order[:k]), tuple(data.draw(st.permutations(range(a.ndim)))[:k])
+    check_op(lambda x: x.movedim(sources, targets), lambda a: np.moveaxis(a, sources, targets), a, second_order=True)
+    check_op(lambda x: x.mT, lambda a: np.swapaxes(a, -1, -2), a, second_order=True)
+    check_op(lambda x: x.view_as(tg.zeros(a.size)), lambda a: a.reshape(-1), a)
+
+
+@given(st.data())
+def test_unbind_narrow_and_index_select(data):
+    a = array_of(data.draw, data.draw(shapes(min_dims=1, max_dims=3, max_side=4)))
+    d = dim_of(data.draw, a.ndim)
+    n = a.shape[d]
+    for i in range(n):
+        check_op(lambda x: x.unbind(d)[i], lambda a: np.take(a, i, axis=d), a)
+    start = data.draw(st.integers(-n, n - 1))
+    length = data.draw(st.integers(0, n - start % n))
+    check_op(lambda x: x.narrow(d, start, length), lambda a: np.take(a, range(start % n, start % n + length), axis=d), a)
+    index = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=5)), dtype=np.int64)
+    check_op(lambda x: x.index_select(d, tg.tensor(index)), lambda a: np.take(a, index, axis=d), a)   # repeats add
+
+
+def test_index_select_and_narrow_errors_are_pytorchs():
+    x = tg.zeros(2, 3)
+    with pytest.raises(IndexError, match="vector"):
+        x.index_select(1, tg.tensor([[1]]))
+    with pytest.raises(RuntimeError, match="int32 or int64"):
+        x.index_select(1, tg.tensor([1.0]))
+    assert x.index_select(1, tg.tensor(2)).shape == (2, 1)
+    with pytest.raises(RuntimeError, match="exceeds dimension size"):
+        x.narrow(1, 2, 2)
+    with pytest.raises(IndexError, match="out of range"):
+        tg.tensor(1.0).unbind(0)
 
 
 # ----------------------------------------------------------------------------- expand

@@ -34,6 +34,10 @@ LOSSES = {   # name -> (our module, torch's constructor as a function of torch, 
     "CrossEntropyLoss-probabilities": (lambda: nn.CrossEntropyLoss(label_smoothing=0.2),
                                        lambda torch: torch.nn.CrossEntropyLoss(label_smoothing=0.2), LOGITS,
                                        PROBS / PROBS.sum(1, keepdims=True)),
+    "CrossEntropyLoss-weighted": (
+        lambda: nn.CrossEntropyLoss(tg.tensor(CLASS_WEIGHT, dtype=tg.float64), label_smoothing=0.1),
+        lambda torch: torch.nn.CrossEntropyLoss(torch.tensor(CLASS_WEIGHT), label_smoothing=0.1), LOGITS, LABELS),
+    "L1Loss": (lambda: nn.L1Loss(), lambda torch: torch.nn.L1Loss(), LOGITS, PROBS),
     "NLLLoss": (lambda: nn.NLLLoss(), lambda torch: torch.nn.NLLLoss(), LOGITS, LABELS),
     "NLLLoss-weighted": (lambda: nn.NLLLoss(weight=tg.tensor(CLASS_WEIGHT, dtype=tg.float64), ignore_index=1),
                          lambda torch: torch.nn.NLLLoss(weight=torch.tensor(CLASS_WEIGHT), ignore_index=1),
@@ -97,10 +101,10 @@ def test_loss_options_are_checked_when_built_and_keyword_only():
         nn.MSELoss(reduction="avg")
     with pytest.raises(ValueError, match="CrossEntropyLoss: label_smoothing must be in"):
         nn.CrossEntropyLoss(label_smoothing=1.5)
-    with pytest.raises(TypeError):                     # torch's first positional argument is a weight
-        nn.CrossEntropyLoss(tg.tensor(CLASS_WEIGHT))
-    with pytest.raises(TypeError):
-        nn.CrossEntropyLoss(weight=tg.tensor(CLASS_WEIGHT))     # not offered until cross_entropy takes one
+    with pytest.raises(TypeError):                     # torch's second positional argument is size_average
+        nn.CrossEntropyLoss(None, -100)
+    weight = tg.tensor(CLASS_WEIGHT)
+    assert nn.CrossEntropyLoss(weight).weight is weight and list(nn.CrossEntropyLoss(weight).state_dict()) == ["weight"]
 
 
 # ----------------------------------------------------------------------------- activations

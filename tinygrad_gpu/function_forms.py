@@ -14,11 +14,11 @@ from .tensor import Tensor
 
 METHODS_AS_FUNCTIONS = (
     "add", "sub", "mul", "div", "true_divide", "pow", "neg", "eq", "ne", "lt", "le", "gt", "ge",
-    "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "sin", "cos", "erf", "sign", "square",
-    "clamp", "clip", "maximum", "minimum", "masked_fill", "isfinite", "isnan", "logical_not", "logical_and",
-    "logical_or", "sum", "mean", "var", "std", "max", "min", "amax", "amin", "argmax", "argmin", "logsumexp",
+    "exp", "log", "sqrt", "rsqrt", "reciprocal", "expm1", "log1p", "atan2", "arctan2", "tanh", "sigmoid", "relu",
+    "abs", "sin", "cos", "erf", "sign", "square", "clamp", "clip", "clamp_min", "clamp_max", "maximum", "minimum",
+    "masked_fill", "isfinite", "isnan", "logical_not", "logical_and", "logical_or", "sum", "mean", "var", "std", "max", "min", "amax", "amin", "argmax", "argmin", "logsumexp",
     "softmax", "log_softmax", "reshape", "flatten", "permute", "transpose", "movedim", "squeeze", "unsqueeze",
-    "tril", "triu", "numel", "any", "all",
+    "tril", "triu", "numel", "any", "all", "unbind", "narrow", "index_select", "outer",
     "gather", "scatter", "scatter_add", "scatter_reduce", "masked_select", "nonzero",
     "prod", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "sort", "argsort", "msort", "topk",
     "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",

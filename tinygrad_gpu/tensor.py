@@ -320,6 +320,14 @@ class Tensor:
     def T(self) -> Tensor:
         return self.permute(*reversed(range(self.ndim)))
 
+    @property
+    def mT(self) -> Tensor:
+        """The last two dims swapped: each matrix of a batch transposed."""
+        if self.ndim < 2:
+            raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices, got shape "
+                               f"{self.shape}")
+        return self.transpose(-2, -1)
+
     def __len__(self):
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
@@ -542,14 +550,15 @@ class Tensor:
     bitwise_left_shift, bitwise_right_shift = __lshift__, __rshift__
     def isfinite(self): return _elementwise.predicate(self, "isfinite")
     def isnan(self): return _elementwise.predicate(self, "isnan")
-    def any(self): return _elementwise.predicate(self, "any")
-    def all(self): return _elementwise.predicate(self, "all")
+    def any(self, dim=None, keepdim=False): return _reduce.any_or_all(self, "any", dim, keepdim)
+    def all(self, dim=None, keepdim=False): return _reduce.any_or_all(self, "all", dim, keepdim)
 
     # ------------------------------------------------------------------ unary math
     def exp(self): return _elementwise.Exp.apply(self._floating()._in_float32())
     def log(self): return _elementwise.Log.apply(self._floating()._in_float32())
     def sqrt(self): return _elementwise.Sqrt.apply(self._floating())
     def rsqrt(self): return _elementwise.Rsqrt.apply(self._floating()._in_float32())
+    def reciprocal(self): return _elementwise.Reciprocal.apply(self._floating()._in_float32())
     def tanh(self): return _elementwise.Tanh.apply(self._floating())
     def sigmoid(self): return _elementwise.Sigmoid.apply(self._floating())
     def sin(self): return _elementwise.Sin.apply(self._floating())
@@ -571,6 +580,8 @@ class Tensor:
     def gelu(self, approximate="none"): return _elementwise.gelu(self, approximate)
     def clamp(self, min=None, max=None): return _elementwise.clamp(self, min, max)
     clip = clamp
+    def clamp_min(self, min): return _elementwise.clamp(self, min, None)
+    def clamp_max(self, max): return _elementwise.clamp(self, None, max)
     def maximum(self, other): return self._binary(_elementwise.Maximum, _tensor_only("maximum", other))
     def minimum(self, other): return self._binary(_elementwise.Minimum, _tensor_only("minimum", other))
     def where(self, condition, other): return _elementwise.where(condition, self, other)
@@ -607,6 +618,8 @@ class Tensor:
     # ------------------------------------------------------------------ movement
     def reshape(self, *shape): return _movement.reshape(self, shape)
     view = reshape
+    def view_as(self, other): return self.reshape(other.shape)
+    def reshape_as(self, other): return self.reshape(other.shape)
     def flatten(self, start_dim=0, end_dim=-1): return _movement.flatten(self, start_dim, end_dim)
     def permute(self, *dims): return _movement.permute(self, dims)
     def transpose(self, dim0, dim1): return _movement.transpose(self, dim0, dim1)
@@ -618,6 +631,9 @@ class Tensor:
     def __getitem__(self, index): return _movement.getitem(self, index)
     def split(self, split_size_or_sections, dim=0): return _movement.split(self, split_size_or_sections, dim)
     def chunk(self, chunks, dim=0): return _movement.chunk(self, chunks, dim)
+    def unbind(self, dim=0): return _movement.unbind(self, dim)
+    def narrow(self, dim, start, length): return _movement.narrow(self, dim, start, length)
+    def index_select(self, dim, index): return _movement.index_select(self, dim, index)
     def tril(self, diagonal=0): return _movement.Triangle.apply(self, diagonal=diagonal, upper=False)
     def triu(self, diagonal=0): return _movement.Triangle.apply(self, diagonal=diagonal, upper=True)
 
@@ -632,11 +648,14 @@ class Tensor:
     def asinh(self): return _trigonometric.Asinh.apply(self._floating())
     def acosh(self): return _trigonometric.Acosh.apply(self._floating())
     def atanh(self): return _trigonometric.Atanh.apply(self._floating())
-    arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
+    def atan2(self, other): return self._binary(_trigonometric.Atan2, _tensor_only("atan2", other))
+    arcsin, arccos, arctan, arcsinh, arccosh, arctanh, arctan2 = asin, acos, atan, asinh, acosh, atanh, atan2
     # exponentials and logarithms in bases 2 and 10, log(e^a + e^b) (ops/exponential.py)
     def exp2(self): return _exponential.Exp2.apply(self._floating())
     def log2(self): return _exponential.Log2.apply(self._floating()._in_float32())
     def log10(self): return _exponential.Log10.apply(self._floating()._in_float32())
+    def expm1(self): return _exponential.Expm1.apply(self._floating()._in_float32())
+    def log1p(self): return _exponential.Log1p.apply(self._floating()._in_float32())
     def logaddexp(self, other): return self._binary(_exponential.LogAddExp, _tensor_only("logaddexp", other))
     # rounding, and the divisions that round (ops/rounding.py); % and // as in Python and PyTorch
     def floor(self): return _rounding.to_whole(self, _rounding.Floor)
@@ -691,6 +710,7 @@ class Tensor:
     def diag(self, diagonal=0): return _rearrange.diag(self, diagonal)
     def diagonal(self, offset=0, dim1=0, dim2=1): return _rearrange.diagonal(self, offset, dim1, dim2)
     def dot(self, other): return _linalg.dot(self, _tensor_only("dot", other, "tensor"))
+    def outer(self, other): return _linalg.outer(self, _tensor_only("outer", other, "vec2"))
 
 # The op modules import Tensor and Function from here, so they come last.
 from .ops import bitwise as _bitwise  # noqa: E402

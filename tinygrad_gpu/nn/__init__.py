@@ -7,7 +7,7 @@ from .batchnorm import BatchNorm1d
 from .conv import AvgPool2d, Conv2d, MaxPool2d
 from .gpt import GPT, GPTConfig, KVCache
 from .layers import GELU, Dropout, Embedding, Flatten, LayerNorm, Linear, ReLU
-from .loss_modules import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
+from .loss_modules import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .lstm import LSTM, LSTMLanguageModel
 from .module import Module, ModuleDict, ModuleList, Parameter, Sequential
 
@@ -15,4 +15,4 @@ __all__ = ["functional", "init", "lora", "parallel", "Module", "Parameter", "Seq
            "Embedding", "LayerNorm", "Dropout", "GELU", "LSTM", "LSTMLanguageModel", "GPT", "GPTConfig", "KVCache",
            "Conv2d", "MaxPool2d", "AvgPool2d", "ReLU", "Flatten", "utils", "BatchNorm1d",
            "Identity", "Tanh", "Sigmoid", "SiLU", "Softmax", "LogSoftmax", "LeakyReLU", "ELU", "Softplus",
-           "MSELoss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss"]
+           "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss"]

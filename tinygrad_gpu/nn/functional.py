@@ -29,6 +29,7 @@ from ..tensor import Tensor
 from ..ops.conv import avg_pool2d, conv2d, conv_transpose2d, max_pool2d  # noqa: F401  (F.conv2d, ...)
 from .activations import (celu, elu, hardsigmoid, hardswish, hardtanh, leaky_relu, logsigmoid, mish,  # noqa: F401
                           relu6, selu, silu, softmin, softplus, softsign)
+from .resampling import interpolate, max_unpool2d  # noqa: F401  (F.interpolate, F.max_unpool2d)
 
 
 def _check_reduction(op: str, reduction: str) -> None:
@@ -97,15 +98,19 @@ def _class_rows(op: str, input: Tensor, target: Tensor, ignore_index: int):
     return rows, labels, kept
 
 
-def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduction: str = "mean",
-                  label_smoothing: float = 0.0) -> Tensor:
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor = None, ignore_index: int = -100,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """Softmax cross-entropy between logits and class indices (or class probabilities).
 
     input: (C,), (N, C) or (N, C, d1, ...) logits; target: (), (N,) or (N, d1, ...) class
     indices (positions equal to `ignore_index` contribute nothing and are not counted in
     the mean), or a float tensor of input's shape holding class probabilities.
     With label smoothing e, the target distribution is (1 - e) one-hot + e uniform.
+    weight (C,): each class's loss is scaled by its weight; with class indices, "mean" then divides by
+    the kept targets' total weight (as nll_loss does), with probabilities by their count.
     """
+    if weight is not None:
+        return _weighted_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
     _check_reduction("cross_entropy", reduction)
     # Autocast runs cross_entropy in float32. The fused kernel reads 16-bit logits as they are and computes
     # in float32 (the same numbers, without a float32 copy of every logit); the composition casts first.
@@ -142,6 +147,54 @@ def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduc
         count = kept.sum(dtype=nll.dtype) if not dtypes.is_half(nll.dtype) else kept.sum().astype(nll.dtype)
         count = Tensor._wrap(count, labels.device)
     return (nll.sum() / count).to(dtype=loss_dtype)             # 0 kept targets gives nan, as in PyTorch
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """|input - target|, reduced (its gradient at 0 is 0, abs's)."""
+    _check_reduction("l1_loss", reduction)
+    check_broadcast("l1_loss", input.shape, target.shape)
+    input, target = autocast_mode.float32(input, target)
+    return _reduce((input - target).abs(), reduction)
+
+
+def _weighted_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing) -> Tensor:
+    """cross_entropy with class weights, as Tensor ops (the fused op has no weights): log_softmax, then
+    nll_loss's weighted sum; label smoothing adds e / C of every class's weighted log-probability, which
+    "mean" divides by the same total weight as the nll part."""
+    _check_reduction("cross_entropy", reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if input.ndim == 0:
+        raise ValueError("cross_entropy: input must have a class dimension, got a 0-d tensor")
+    input, weight = autocast_mode.float32(input, weight)
+    class_dim = 1 if input.ndim >= 2 else 0
+    n_classes = input.shape[class_dim]
+    if weight.shape != (n_classes,):
+        raise RuntimeError(f"cross_entropy: weight must hold one number per class, shape ({n_classes},), got "
+                           f"{weight.shape}")
+    log_probs = input.log_softmax(class_dim)
+    per_class = weight.to(dtype=input.dtype).reshape((n_classes,) + (1,) * (input.ndim - class_dim - 1))
+    if target.is_floating_point():                        # class probabilities
+        if target.shape != input.shape:
+            raise ValueError(f"cross_entropy: probability targets must have the input's shape {input.shape}, "
+                             f"got {target.shape}")
+        if label_smoothing:
+            target = target * (1 - label_smoothing) + label_smoothing / n_classes
+        return _reduce(-(target * log_probs * per_class).sum(class_dim), reduction)
+    nll = nll_loss(log_probs, target, weight, ignore_index, reduction)
+    if not label_smoothing:
+        return nll
+    _, labels, kept = _class_rows("cross_entropy", input, target, ignore_index)
+    kept = Tensor._wrap(kept, labels.device).reshape(target.shape)
+    smooth = where(kept, -(log_probs * per_class).sum(class_dim), 0.0)
+    if reduction == "mean":
+        with devices.use(labels.device):
+            safe_ids = devices.array_module(labels.device).where(kept.data.reshape(-1), labels.data, 0)
+        smooth = smooth.sum() / where(kept.reshape(-1), weight.to(dtype=input.dtype)[Tensor._wrap(safe_ids,
+                                                                                            labels.device)], 0.0).sum()
+    else:
+        smooth = _reduce(smooth, reduction)
+    return (1 - label_smoothing) * nll + smooth * (label_smoothing / n_classes)
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:

@@ -82,6 +82,20 @@ class Div(_Binary):
                 -grad * a / (b * b) if ctx.needs_input_grad[1] else None)
 
 
+class Reciprocal(Function):
+    """1 / x; d/dx = -1 / x^2 = -y^2."""
+
+    saves_output = True
+
+    def forward(ctx, x):
+        with np.errstate(divide="ignore"):           # 1 / 0 is inf, as in PyTorch
+            return 1 / x.data
+
+    def backward(ctx, grad):
+        y = ctx.output
+        return -grad * y * y
+
+
 class Neg(Function):
     def forward(ctx, x):
         return -x.data
@@ -504,5 +518,5 @@ def logical(a: Tensor, other, name: str) -> Tensor:
 
 
 def predicate(a: Tensor, name: str) -> Tensor:
-    """isfinite, isnan, any, all."""
+    """isfinite, isnan, isinf, ...: a bool tensor of a's shape."""
     return Tensor._wrap(getattr(devices.array_module(a.device), name)(a.data), a.device)

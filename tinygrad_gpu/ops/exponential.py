@@ -1,4 +1,5 @@
-"""Exponentials and logarithms beyond base e: exp2, log2, log10, and logaddexp (log(e^a + e^b)).
+"""Exponentials and logarithms beyond base e: exp2, log2, log10, expm1 and log1p (exact near 0), and logaddexp
+(log(e^a + e^b)).
 
 exp and log themselves live in elementwise.py. Backwards are Tensor ops (second derivatives work).
 """
@@ -38,6 +39,30 @@ class Log10(Function):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return grad / (x * math.log(10))
+
+
+class Expm1(Function):
+    """e^x - 1, without the cancellation of exp(x) - 1 for small x."""
+
+    saves_output = True
+
+    def forward(ctx, x):
+        return ctx.xp.expm1(x.data)
+
+    def backward(ctx, grad):
+        return grad * (ctx.output + 1)
+
+
+class Log1p(Function):
+    """log(1 + x), without the rounding of 1 + x for small x."""
+
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.log1p(x.data)
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / (x + 1)
 
 
 class LogAddExp(_Binary):

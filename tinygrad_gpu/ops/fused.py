@@ -125,7 +125,13 @@ def attention(q: Tensor, k: Tensor, v: Tensor, scale: float, mask: Tensor = None
     scores = q @ k.transpose(-2, -1) * scale
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == np.bool_ else scores + mask
-    weights = scores.softmax(-1)
+        # A query the mask lets see no key attends to nothing: its output and gradients are 0, as in PyTorch
+        # (softmax of a row of -inf alone is nan). Its scores become 0 first, so that no nan reaches a backward.
+        blind = Tensor._wrap(~(scores.data > -np.inf).any(axis=-1, keepdims=True), scores.device)
+        scores = scores.masked_fill(blind, 0.0)
+        weights = scores.softmax(-1).masked_fill(blind, 0.0)
+    else:
+        weights = scores.softmax(-1)
     return (weights if keep is None else weights * keep) @ v
 
 

@@ -156,6 +156,13 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
     return matmul(a, b)
 
 
+def outer(a: Tensor, b: Tensor) -> Tensor:
+    """a_i b_j for two vectors: a (n,), b (m,) -> (n, m), in their promoted dtype."""
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"outer: Expected 1-D arguments, got shapes {a.shape} and {b.shape}")
+    return a.unsqueeze(1) * b.unsqueeze(0)
+
+
 # ----------------------------------------------------------------------------- einsum
 class Einsum(Function):
     """einsum("ij,jk->ik", a, b) on operands whose letters are spelled out (no "..."), appear at

@@ -114,10 +114,24 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     return x.permute(*order)
 
 
-def movedim(x: Tensor, source: int, destination: int) -> Tensor:
-    order = list(range(x.ndim))
-    order.insert(normalize_dim("movedim", destination, x.ndim), order.pop(normalize_dim("movedim", source, x.ndim)))
-    return x.permute(*order)
+def movedim(x: Tensor, source, destination) -> Tensor:
+    """Move dim source to position destination, the others keeping their order; or several at once, given as
+    tuples of one length (each source dim lands at its destination)."""
+    sources = tuple(source) if isinstance(source, (tuple, list)) else (source,)
+    targets = tuple(destination) if isinstance(destination, (tuple, list)) else (destination,)
+    if len(sources) != len(targets):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(sources)} dims) should "
+                           f"contain the same number of dims as destination ({list(targets)} dims)")
+    sources = [normalize_dim("movedim", d, x.ndim) for d in sources]
+    targets = [normalize_dim("movedim", d, x.ndim) for d in targets]
+    for given, name in ((sources, "source"), (targets, "destination")):
+        if len(set(given)) != len(given):
+            raise RuntimeError(f"movedim: repeated dim in `{name}` ({given})")
+    order = [None] * x.ndim
+    for s, t in zip(sources, targets):
+        order[t] = s
+    rest = iter(d for d in range(x.ndim) if d not in sources)
+    return x.permute(*[d if d is not None else next(rest) for d in order])
 
 
 # ----------------------------------------------------------------------------- expand
@@ -352,6 +366,39 @@ def split(x: Tensor, split_size_or_sections, dim=0) -> tuple:
         pieces.append(x[(slice(None),) * d + (slice(start, start + size),)])
         start += size
     return tuple(pieces)
+
+
+def unbind(x: Tensor, dim=0) -> tuple:
+    """The slices of x along dim, each without that dim."""
+    d = normalize_dim("unbind", dim, x.ndim)
+    return tuple(x[(slice(None),) * d + (i,)] for i in range(x.shape[d]))
+
+
+def narrow(x: Tensor, dim, start, length) -> Tensor:
+    """x's `length` entries along dim from `start` (which may count from the end), as a view."""
+    d = normalize_dim("narrow", dim, x.ndim)
+    n = x.shape[d]
+    if not -n <= start <= n:
+        raise IndexError(f"narrow: start ({start}) is out of range for dim {dim} of size {n}")
+    start = start + n if start < 0 else start
+    if length < 0 or start + length > n:
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({n}), or length is "
+                           "negative")
+    return x[(slice(None),) * d + (slice(start, start + length),)]
+
+
+def index_select(x: Tensor, dim, index) -> Tensor:
+    """x's entries along dim at the positions of `index`, a 1-D (or 0-d) integer tensor; repeats allowed."""
+    d = normalize_dim("index_select", dim, max(x.ndim, 1))
+    if not isinstance(index, Tensor):
+        raise TypeError(f"index_select(): argument 'index' must be Tensor, not {type(index).__name__}")
+    if index.dtype not in (dtypes.int32, dtypes.int64):
+        raise RuntimeError(f"index_select(): Expected dtype int32 or int64 for index, got {index.dtype}")
+    if index.ndim > 1:
+        raise IndexError(f"index_select(): Index is supposed to be a vector, got shape {index.shape}")
+    if x.ndim == 0:                       # a 0-d tensor takes index [0] (or 0) along its dim 0 or -1
+        return x.reshape(1)[(index.reshape(-1),)].reshape(index.shape)
+    return x[(slice(None),) * d + (index.reshape(-1),)]
 
 
 def chunk(x: Tensor, chunks: int, dim=0) -> tuple:

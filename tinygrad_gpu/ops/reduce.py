@@ -1,4 +1,4 @@
-"""Reductions (sum, prod, mean, var, max, min, argmax, logsumexp) and softmax / log_softmax.
+"""Reductions (sum, prod, mean, var, max, min, argmax, any, all, logsumexp) and softmax / log_softmax.
 
 A reduction's backward spreads the output gradient back over the reduced dimensions:
 reshape it to the "keepdim" shape, then broadcast to the input's shape.
@@ -45,8 +45,9 @@ def check_nonempty(op: str, shape: tuple, dims: tuple, all_dims: bool) -> None:
     every dim of an empty tensor asks for a dim (an IndexError from argmax and argmin, a RuntimeError from the
     others)."""
     if all_dims and math.prod(shape) == 0:
-        raise (IndexError if op.startswith("arg") else RuntimeError)(f"{op}(): Expected reduction dim to be specified for input.numel() == 0 (shape "
-                           f"{shape}); name the dim to reduce")
+        error = IndexError if op.startswith("arg") else RuntimeError
+        raise error(f"{op}(): Expected reduction dim to be specified for input.numel() == 0 (shape {shape}); "
+                    "name the dim to reduce")
     for d in dims:
         if shape[d] == 0:
             raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size (shape {shape})")
@@ -229,6 +230,13 @@ def extreme(x: Tensor, dim, keepdim, kind):
     if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)
     return ValuesIndices(values, indices)
+
+
+def any_or_all(x: Tensor, name: str, dim=None, keepdim=False) -> Tensor:
+    """any / all over dim (None: every dim; an int or a tuple) as a bool tensor; no gradient."""
+    out = getattr(devices.array_module(x.device), name)(x.data, axis=normalize_dims(name, dim, x.ndim),
+                                                        keepdims=keepdim)
+    return Tensor._wrap(out, x.device)
 
 
 def logsumexp(x: Tensor, dim, keepdim=False) -> Tensor:

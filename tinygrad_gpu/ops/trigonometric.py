@@ -7,6 +7,7 @@ Outside an inverse function's domain (asin of 2, acosh of 0.5) the forward gives
 from __future__ import annotations
 
 from ..tensor import Function
+from .elementwise import _Binary
 
 
 class Tan(Function):
@@ -98,3 +99,20 @@ class Atanh(Function):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return grad / (1 - x * x)
+
+
+class Atan2(_Binary):
+    """atan2(a, b): the angle of the point (b, a), in (-pi, pi]; the quadrant comes from both signs.
+    d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)."""
+
+    float_only = True
+
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return ctx.xp.arctan2(a.data, b.data)
+
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        scaled = grad / (a * a + b * b)
+        return (scaled * b if ctx.needs_input_grad[0] else None,
+                -scaled * a if ctx.needs_input_grad[1] else None)
