@@ -286,8 +286,10 @@ def test_the_fraction_for_tanh_is_the_fit_and_within_8_ulps():
     finally:
         sys.path.pop(0)
     p, q = rational_tanh()
-    np.testing.assert_allclose(p, compiled_cpu.TANH_P, rtol=1e-9, atol=0)
-    np.testing.assert_allclose(q, compiled_cpu.TANH_Q, rtol=1e-9, atol=0)
+    # the least-squares fit is ill-conditioned: its last digits differ with the machine's BLAS (1e-6 relative seen
+    # on an AMD EPYC against the Intel Xeon that fitted them); the ulps below are what must hold
+    np.testing.assert_allclose(p, compiled_cpu.TANH_P, rtol=1e-5, atol=0)
+    np.testing.assert_allclose(q, compiled_cpu.TANH_Q, rtol=1e-5, atol=0)
     constants = compiled_cpu._gelu_constants(np.float32, gelu.K, gelu.C)
     u = np.concatenate([np.geomspace(1e-6, 1, 2000), np.linspace(1, 9, 4001)]).astype(np.float32)
     got = np.array([compiled_cpu._tanh_rational(v, constants) for v in u], np.float32)
