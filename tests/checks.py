@@ -72,7 +72,7 @@ def check_op(fn, reference, *arrays, atol=1e-7, rtol=1e-6, grad_atol=1e-5, grad_
         np.testing.assert_allclose(out.numpy(), reference(*arrays), atol=atol, rtol=rtol)
         assert out.dtype == tg.float64
     tg.gradcheck(fn, tensors, atol=grad_atol, rtol=grad_rtol)
-    upstream = tg.randn(*out.shape, dtype=out.dtype, device=device)
+    upstream = tg.randn(out.shape, dtype=out.dtype, device=device)
     upstream_before = upstream.numpy().copy()
     out = fn(*tensors)
     out.backward(upstream)

@@ -343,7 +343,7 @@ def test_the_packed_block_has_todays_gradients_and_the_float64_references(monkey
         assert len(drawn) == 2 and drawn[0] == drawn[1]                  # both runs drew the same mask
         keep = tg.tensor(plain_mask(shape, (dropout_p, *drawn[0])), dtype=tg.float64, device="cpu")
     else:
-        keep = tg.ones(*shape, dtype=tg.float64, device="cpu")
+        keep = tg.ones(shape, dtype=tg.float64, device="cpu")
     reference = block("cpu", tg.float64, dropout_p, also_q=also_q, monkeypatch=monkeypatch, keep=keep)
     for got, want in zip(packed, reference):
         close(got, want, 1e-4, 1e-5)

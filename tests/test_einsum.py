@@ -99,7 +99,7 @@ def test_einsum_dtypes():
 ])
 def test_einsum_errors(equation, shapes, match):
     with pytest.raises(RuntimeError, match=match):
-        tg.einsum(equation, *[tg.zeros(*s) for s in shapes])
+        tg.einsum(equation, *[tg.zeros(s) for s in shapes])
 
 
 def test_einsum_without_operands():

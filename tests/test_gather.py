@@ -164,7 +164,7 @@ def test_amin_without_self_ignores_a_tie_with_the_replaced_value():
 def _prod_grads(x, src, include_self, upstream=None):
     x, src = tg.tensor(x, requires_grad=True), tg.tensor(src, requires_grad=True)
     out = x.scatter_reduce(0, tg.tensor([0, 0, 1]), src, "prod", include_self=include_self)
-    out.backward(tg.ones(*out.shape) if upstream is None else tg.tensor(upstream))
+    out.backward(tg.ones(out.shape) if upstream is None else tg.tensor(upstream))
     return out.numpy(), x.grad.numpy(), src.grad.numpy()
 
 

@@ -368,7 +368,7 @@ def test_load_state_dict_rejects_a_different_layout():
 def with_grads(*grads, dtype=np.float64):
     params = []
     for g in grads:
-        p = tg.zeros(*np.shape(g), dtype=dtype, requires_grad=True)
+        p = tg.zeros(np.shape(g), dtype=dtype, requires_grad=True)
         p.grad = tg.tensor(np.asarray(g, dtype=dtype))
         params.append(p)
     return params

@@ -68,7 +68,7 @@ def test_roll_by_an_int_along_one_dim():
 def test_repeat_is_numpys_tile(data):
     a = array_of(data.draw, data.draw(shapes()))
     sizes = data.draw(st.lists(st.integers(0, 3), min_size=a.ndim, max_size=a.ndim + 2))
-    fn = (lambda x: x.repeat(*sizes)) if data.draw(st.booleans()) else (lambda x: x.repeat(tuple(sizes)))
+    fn = (lambda x: x.repeat(*sizes)) if sizes and data.draw(st.booleans()) else (lambda x: x.repeat(tuple(sizes)))
     check_op(fn, lambda a: np.tile(a, sizes) if sizes else a, a, second_order=True)
 
 

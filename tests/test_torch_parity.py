@@ -188,7 +188,7 @@ def test_clip_grad_norm_matches_torch():
     rng = np.random.default_rng(9)
     grads = [rng.standard_normal(s) * 3 for s in [(5, 4), (7,), ()]]
     for norm_type in (2.0, 1.0, math.inf):
-        params = [tg.zeros(*g.shape, dtype=np.float64, requires_grad=True) for g in grads]
+        params = [tg.zeros(g.shape, dtype=np.float64, requires_grad=True) for g in grads]
         t_params = [torch.zeros(g.shape, dtype=torch.float64, requires_grad=True) for g in grads]
         for p, tp, g in zip(params, t_params, grads):
             p.grad, tp.grad = tg.tensor(g), torch.tensor(g)

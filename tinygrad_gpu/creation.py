@@ -1,6 +1,8 @@
 """Functions that make new tensors: tensor, zeros, ones, full, empty, arange, linspace, eye, randn, meshgrid, ..."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import device as devices
@@ -8,6 +10,13 @@ from . import dtypes
 from . import random
 from .ops.movement import shape_arg
 from .tensor import Tensor
+
+
+def _sizes(op: str, size) -> tuple:
+    """The *size of zeros(2, 3) or zeros((2, 3)): at least one argument, as in PyTorch (zeros(()) is 0-d)."""
+    if not size:
+        raise TypeError(f"{op}() missing 1 required positional arguments: \"size\" (zeros(()) makes a 0-d tensor)")
+    return size
 
 
 def _make(array_fn, size, dtype, device, requires_grad, default=dtypes.default_float) -> Tensor:
@@ -27,15 +36,15 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _make(lambda xp, s, d: xp.zeros(s, dtype=d), size, dtype, device, requires_grad)
+    return _make(lambda xp, s, d: xp.zeros(s, dtype=d), _sizes("zeros", size), dtype, device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _make(lambda xp, s, d: xp.ones(s, dtype=d), size, dtype, device, requires_grad)
+    return _make(lambda xp, s, d: xp.ones(s, dtype=d), _sizes("ones", size), dtype, device, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _make(lambda xp, s, d: xp.empty(s, dtype=d), size, dtype, device, requires_grad)
+    return _make(lambda xp, s, d: xp.empty(s, dtype=d), _sizes("empty", size), dtype, device, requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -48,6 +57,23 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
         if value is not None and value < 0:
             raise RuntimeError(f"eye: {name} must be greater or equal to 0, got {value}")
     return _make(lambda xp, s, d: xp.eye(n, m, dtype=d), (), dtype, device, requires_grad)
+
+
+def tril_indices(row, col, offset=0, *, dtype=None, device=None) -> Tensor:
+    """The (row, column) positions of a row x col matrix's lower triangle (at and below diagonal number
+    offset), as the two rows of a 2 x N int64 tensor, row by row."""
+    return _triangle_positions(np.tril_indices, row, col, offset, dtype, device)
+
+
+def triu_indices(row, col, offset=0, *, dtype=None, device=None) -> Tensor:
+    """The positions of the upper triangle (at and above diagonal number offset), like tril_indices."""
+    return _triangle_positions(np.triu_indices, row, col, offset, dtype, device)
+
+
+def _triangle_positions(positions, row, col, offset, dtype, device) -> Tensor:
+    if row < 0 or col < 0:
+        raise RuntimeError(f"tril_indices/triu_indices: row and col must be >= 0, got {row} and {col}")
+    return tensor(np.stack(positions(row, offset, col)).reshape(2, -1), dtype=dtype or dtypes.int64, device=device)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -63,6 +89,17 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
                            f"by {step})")
     is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
     default = dtypes.int64 if is_int else dtypes.default_float
+    if not is_int and dtype is not None and np.dtype(dtype) == dtypes.int64:
+        # float bounds, int64: PyTorch (2.13) takes their integer parts first, arange(0.5, 4.5, 1.5,
+        # dtype=int64) is arange(0, 4, 1); a step whose integer part is 0 is its ValueError
+        start, end, step = int(start), int(end), int(step)
+        if step == 0:
+            raise ValueError("arange: step must be nonzero (its integer part is 0, and the dtype is int64)")
+    elif not is_int and dtype is not None and np.dtype(dtype).kind in "iu":
+        # float bounds, int32: PyTorch counts the values in floats, then steps from int(start) by int(step)
+        # (arange(-2, 1, 0.5, dtype=int32) is six -2s)
+        size, first, stride = math.ceil((end - start) / step), int(start), int(step)
+        return _make(lambda xp, s, d: (first + xp.arange(size) * stride).astype(d), (), dtype, device, requires_grad)
     return _make(lambda xp, s, d: xp.arange(start, end, step).astype(d, copy=False), (), dtype, device, requires_grad,
                  default)
 
@@ -105,7 +142,11 @@ def meshgrid(*tensors, indexing="ij") -> tuple:
 
 
 def _sample(method: str, device: str, shape: tuple, dtype):
-    """Draw with the device's generator; it makes float32 or float64, other floats are cast."""
+    """Draw with the device's generator; it makes float32 or float64, other floats are cast. PyTorch draws no
+    integers this way (NotImplementedError; randint does)."""
+    if not dtypes.is_floating(dtype):
+        raise NotImplementedError(f"{'randn' if method == 'standard_normal' else 'rand'}: draws floating-point values "
+                                  f"only, got dtype {dtype}; use randint for integers")
     native = dtype if dtype in (dtypes.float32, dtypes.float64) else dtypes.float32
     return getattr(random.generator(device), method)(shape, dtype=native).astype(dtype, copy=False)
 
@@ -113,19 +154,23 @@ def _sample(method: str, device: str, shape: tuple, dtype):
 def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Standard normal samples."""
     device = devices.canonical(device)
-    return _make(lambda xp, s, d: _sample("standard_normal", device, s, d), size, dtype, device, requires_grad)
+    return _make(lambda xp, s, d: _sample("standard_normal", device, s, d), _sizes("randn", size), dtype, device,
+                 requires_grad)
 
 
 def rand(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Uniform samples in [0, 1)."""
     device = devices.canonical(device)
-    return _make(lambda xp, s, d: _sample("random", device, s, d), size, dtype, device, requires_grad)
+    return _make(lambda xp, s, d: _sample("random", device, s, d), _sizes("rand", size), dtype, device,
+                 requires_grad)
 
 
-def randint(low, high=None, size=(), dtype=None, device=None) -> Tensor:
-    """Integers drawn uniformly from [low, high)."""
-    if high is None:
-        low, high = 0, low
+def randint(low, high, size=None, dtype=None, device=None) -> Tensor:
+    """Integers drawn uniformly from [low, high): randint(low, high, size), or randint(high, size) from 0."""
+    if size is None:
+        if not isinstance(high, (tuple, list)):
+            raise TypeError("randint() needs a size: randint(high, size) or randint(low, high, size)")
+        low, high, size = 0, low, high
     if low >= high:
         raise RuntimeError(f"randint: low must be less than high, but got low={low} >= high={high}")
     device = devices.canonical(device)

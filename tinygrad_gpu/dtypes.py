@@ -97,12 +97,33 @@ def promote(dtype_a, ndim_a: int, dtype_b, ndim_b: int):
     return np.promote_types(dtype_a, dtype_b)
 
 
-def reject_bool(op: str, *given, advice: str = "convert first, e.g. x.long()") -> None:
+def promote_all(*operands):
+    """The result dtype of an op over several operands (clamp's x, min and max): each a (dtype, ndim) pair for a
+    tensor, or a Python number. The highest category present wins; within it, the tensors with dimensions
+    decide, else the 0-d ones, else the numbers (as a bool, int64 or the default float)."""
+    tiers = ([], [], [])                               # dimensioned tensors, 0-d tensors, Python numbers
+    for operand in operands:
+        if isinstance(operand, tuple):
+            tiers[0 if operand[1] else 1].append(np.dtype(operand[0]))
+        else:
+            tiers[2].append(scalar_dtype(operand, bool_))
+    top = max(category(d) for tier in tiers for d in tier)
+    for tier in tiers:
+        deciding = [d for d in tier if category(d) == top]
+        if deciding:
+            result = deciding[0]
+            for d in deciding[1:]:
+                result = promote(result, 1, d, 1)
+            return result
+
+
+def reject_bool(op: str, *given, advice: str = "convert first, e.g. x.long()", error=NotImplementedError) -> None:
     """PyTorch has no bool version of some arithmetic (-, negation, abs, pow of two bools, //, %, floor, ...):
-    NotImplementedError (a RuntimeError) when any of the given dtypes is bool. NumPy would compute some of them
-    (bool - int, abs) and refuse others with errors of its own."""
+    an error when any of the given dtypes is bool, of PyTorch's kind: NotImplementedError (a RuntimeError) where
+    its kernel has no bool version, RuntimeError where it refuses bool on purpose (-, unary + and -, relu,
+    hardtanh). NumPy would compute some of them (bool - int, abs) and refuse others with errors of its own."""
     if any(np.dtype(d) == bool_ for d in given):
-        raise NotImplementedError(f"{op}: not defined for bool tensors (as in PyTorch); {advice}")
+        raise error(f"{op}: not defined for bool tensors (as in PyTorch); {advice}")
 
 
 def scalar_dtype(value, tensor_dtype):

@@ -106,7 +106,7 @@ class Function:
     backward_together = None
     float_only = False            # set True when integer inputs must be computed as floats (division)
     # Set to a piece of advice when PyTorch refuses the op if either operand is bool (subtraction): Tensor._binary
-    # raises NotImplementedError with it before promotion turns the bool into a number.
+    # raises PyTorch's RuntimeError with it before promotion turns the bool into a number.
     rejects_bool = None
     # The engine sets this for the length of backward (None otherwise): gradient_so_far reads it.
     _sums_in_backward = None
@@ -228,6 +228,14 @@ def _to_array(data, dtype, device):
         return moved.astype(target, copy=moved is array)     # one copy: the move's, or this one
 
 
+def _given(op: str, values: tuple, name: str) -> tuple:
+    """The *shape of x.reshape(2, 3) or x.reshape((2, 3)): at least one argument, as PyTorch wants (x.reshape(())
+    is the 0-d form)."""
+    if not values:
+        raise TypeError(f"{op}() missing 1 required positional arguments: \"{name}\"")
+    return values
+
+
 def _tensor_only(op: str, value, name: str = "other"):
     """value, when it is a Tensor; PyTorch takes no Python number there (maximum, logaddexp, isclose, lerp's end,
     logical_and, dot), and neither do we: its TypeError."""
@@ -318,15 +326,15 @@ class Tensor:
 
     @property
     def T(self) -> Tensor:
-        return self.permute(*reversed(range(self.ndim)))
+        return self.permute(tuple(reversed(range(self.ndim))))
 
     @property
     def mT(self) -> Tensor:
         """The last two dims swapped: each matrix of a batch transposed."""
-        if self.ndim < 2:
+        if self.ndim == 1:
             raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices, got shape "
                                f"{self.shape}")
-        return self.transpose(-2, -1)
+        return self.transpose(-2, -1) if self.ndim else self      # a 0-d tensor is its own, as in PyTorch
 
     def __len__(self):
         if self.ndim == 0:
@@ -367,10 +375,17 @@ class Tensor:
         return self.numpy().tolist()
 
     def __float__(self):
-        return float(self.item())
+        return float(self._only_element())
 
     def __int__(self):
-        return int(self.item())
+        return int(self._only_element())
+
+    def _only_element(self):
+        """float(x) and int(x): PyTorch's ValueError (item() raises RuntimeError) for several elements."""
+        if self.numel() != 1:
+            raise ValueError(f"only one element tensors can be converted to Python scalars, this one has shape "
+                             f"{self.shape}")
+        return self.item()
 
     def __bool__(self):
         if self.numel() != 1:
@@ -483,7 +498,7 @@ class Tensor:
         """Promote both operands to a common dtype, then apply `op` (a Function)."""
         if op.rejects_bool:                  # a Python bool counts too, though it would join an int tensor as an int
             dtypes.reject_bool(op.op_name(), self.dtype, np.asarray(other).dtype if not isinstance(other, Tensor)
-                               else other.dtype, advice=op.rejects_bool)
+                               else other.dtype, advice=op.rejects_bool, error=RuntimeError)
         other = self._as_tensor(other)
         a, b = (other, self) if reverse else (self, other)
         dtype = dtypes.promote(a.dtype, a.ndim, b.dtype, b.ndim)
@@ -501,19 +516,44 @@ class Tensor:
     def __truediv__(self, other): return self._binary(_elementwise.Div, other)
     def __rtruediv__(self, other): return self._in_float32()._binary(_elementwise.Div, other, reverse=True)
     def __pow__(self, exponent): return _elementwise.pow(self._in_float32(), exponent)
-    def __rpow__(self, base): return _elementwise.pow(self._as_tensor(base)._in_float32(), self._in_float32())
+    def __rpow__(self, base):
+        exponent = self._in_float32()
+        if isinstance(base, (int, float)):                                     # a number ** a tensor
+            dtype = dtypes.promote(dtypes.scalar_dtype(base, exponent.dtype), 0, exponent.dtype, exponent.ndim)
+            if dtypes.is_floating(dtype):
+                return _elementwise.PowOfNumber.apply(exponent.to(dtype=dtype), base=base)
+        return _elementwise.pow(self._as_tensor(base)._in_float32(), exponent)
     def __matmul__(self, other):
         return NotImplemented if isinstance(other, numbers.Number) else _linalg.matmul(self, self._as_tensor(other))
 
     def __rmatmul__(self, other):
         return NotImplemented if isinstance(other, numbers.Number) else _linalg.matmul(self._as_tensor(other), self)
 
+    def __pos__(self):
+        dtypes.reject_bool("positive (unary +)", self.dtype, error=RuntimeError)
+        return self
+
     def __neg__(self):
-        dtypes.reject_bool("neg", self.dtype, advice="for a mask use ~ (logical_not)")
+        dtypes.reject_bool("neg", self.dtype, advice="for a mask use ~ (logical_not)", error=RuntimeError)
         return _elementwise.Neg.apply(self)
     def __abs__(self): return self.abs()
-    def add(self, other, *, alpha=1): return self + (other if alpha == 1 else other * alpha)
-    def sub(self, other, *, alpha=1): return self - (other if alpha == 1 else other * alpha)
+    def add(self, other, *, alpha=1):
+        return self + other if type(alpha) is int and alpha == 1 else self._scaled(_elementwise.Add, other, alpha)
+
+    def sub(self, other, *, alpha=1):
+        return self - other if type(alpha) is int and alpha == 1 else self._scaled(_elementwise.Sub, other, alpha)
+
+    def _scaled(self, op, other, alpha):
+        """self + alpha * other (or -): the operands promoted first, so that alpha, a number, widens nothing; with
+        PyTorch's checks of alpha's kind."""
+        other = self._as_tensor(other)
+        dtype = dtypes.promote(self.dtype, self.ndim, other.dtype, other.ndim)
+        if isinstance(alpha, bool) and dtype != dtypes.bool_:
+            raise RuntimeError(f"{op.op_name()}: a bool alpha is only supported for bool results, these are {dtype}")
+        if isinstance(alpha, float) and not dtypes.is_floating(dtype):
+            raise RuntimeError(f"{op.op_name()}: for integral input tensors ({dtype}), alpha must not be a float")
+        return self._binary(op, (other.to(dtype=dtype) * alpha).to(dtype=dtype))     # alpha widens nothing
+
     def mul(self, other): return self * other
     def div(self, other, rounding_mode=None): return _rounding.div(self, other, rounding_mode)
     def true_divide(self, other): return self / other
@@ -534,8 +574,13 @@ class Tensor:
     def logical_not(self): return _elementwise.logical(self, None, "logical_not")
     def logical_and(self, other): return _elementwise.logical(self, _tensor_only("logical_and", other), "logical_and")
     def logical_or(self, other): return _elementwise.logical(self, _tensor_only("logical_or", other), "logical_or")
+    def logical_xor(self, other): return _elementwise.logical(self, _tensor_only("logical_xor", other), "logical_xor")
     # ~ & | ^ << >> are bitwise, as in PyTorch: on bool tensors ~ & | ^ are logical not/and/or/xor
-    def __invert__(self): return _bitwise.bitwise_not(self)
+    def __invert__(self):
+        if dtypes.category(self.dtype) > 1:      # PyTorch: ~ is a TypeError here, bitwise_not a NotImplementedError
+            raise TypeError(f"~ (operator.invert) is only implemented on integer and bool tensors, not {self.dtype}; "
+                            "for a mask use x == 0 or logical_not")
+        return _bitwise.bitwise_not(self)
     def __and__(self, other): return _bitwise.bitwise(self, other, "bitwise_and")
     def __rand__(self, other): return _bitwise.bitwise(self, other, "bitwise_and", reverse=True)
     def __or__(self, other): return _bitwise.bitwise(self, other, "bitwise_or")
@@ -546,7 +591,8 @@ class Tensor:
     def __rlshift__(self, other): return _bitwise.bitwise(self, other, "bitwise_left_shift", reverse=True)
     def __rshift__(self, other): return _bitwise.bitwise(self, other, "bitwise_right_shift")
     def __rrshift__(self, other): return _bitwise.bitwise(self, other, "bitwise_right_shift", reverse=True)
-    bitwise_not, bitwise_and, bitwise_or, bitwise_xor = __invert__, __and__, __or__, __xor__
+    def bitwise_not(self): return _bitwise.bitwise_not(self)
+    bitwise_and, bitwise_or, bitwise_xor = __and__, __or__, __xor__
     bitwise_left_shift, bitwise_right_shift = __lshift__, __rshift__
     def isfinite(self): return _elementwise.predicate(self, "isfinite")
     def isnan(self): return _elementwise.predicate(self, "isnan")
@@ -565,7 +611,7 @@ class Tensor:
     def cos(self): return _elementwise.Cos.apply(self._floating())
     def erf(self): return _elementwise.Erf.apply(self._floating())
     def relu(self):
-        dtypes.reject_bool("relu", self.dtype)
+        dtypes.reject_bool("relu", self.dtype, error=RuntimeError)
         return _elementwise.Relu.apply(self)
 
     def abs(self):
@@ -585,7 +631,13 @@ class Tensor:
     def maximum(self, other): return self._binary(_elementwise.Maximum, _tensor_only("maximum", other))
     def minimum(self, other): return self._binary(_elementwise.Minimum, _tensor_only("minimum", other))
     def where(self, condition, other): return _elementwise.where(condition, self, other)
-    def masked_fill(self, mask, value): return _elementwise.where(mask, self._as_tensor(value).to(dtype=self.dtype), self)
+    def masked_fill(self, mask, value):
+        if isinstance(value, Tensor) and value.requires_grad and not self.is_floating_point():
+            raise RuntimeError(f"masked_fill: a value that requires grad into a {self.dtype} tensor, which can carry "
+                               "no gradient; fill with value.detach()")
+        if self.dtype.kind in "iu":     # nan, inf or a number out of range into integers: PyTorch's RuntimeError
+            _check_python_values(np.asarray(value.item() if isinstance(value, Tensor) else value), self.dtype)
+        return _elementwise.where(mask, self._as_tensor(value).to(dtype=self.dtype), self)
 
     def _floating(self) -> Tensor:
         """Math functions of integer tensors compute in the default float type, as PyTorch does."""
@@ -611,20 +663,23 @@ class Tensor:
     def amin(self, dim=None, keepdim=False): return _reduce.amax(self, dim, keepdim, "min")
     def argmax(self, dim=None, keepdim=False): return _reduce.arg_extreme(self, dim, keepdim, "argmax")
     def argmin(self, dim=None, keepdim=False): return _reduce.arg_extreme(self, dim, keepdim, "argmin")
-    def logsumexp(self, dim, keepdim=False): return _reduce.logsumexp(self, dim, keepdim)
+    def logsumexp(self, dim, keepdim=False):
+        if dim is None:                  # PyTorch: the dim is required
+            raise TypeError("logsumexp(): argument 'dim' must be an int or a tuple of ints, not None")
+        return _reduce.logsumexp(self, dim, keepdim)
     def softmax(self, dim, dtype=None): return _reduce.softmax(self, dim, dtype, _reduce.Softmax)
     def log_softmax(self, dim, dtype=None): return _reduce.softmax(self, dim, dtype, _reduce.LogSoftmax)
 
     # ------------------------------------------------------------------ movement
-    def reshape(self, *shape): return _movement.reshape(self, shape)
+    def reshape(self, *shape): return _movement.reshape(self, _given("reshape", shape, "shape"))
     view = reshape
     def view_as(self, other): return self.reshape(other.shape)
     def reshape_as(self, other): return self.reshape(other.shape)
     def flatten(self, start_dim=0, end_dim=-1): return _movement.flatten(self, start_dim, end_dim)
-    def permute(self, *dims): return _movement.permute(self, dims)
+    def permute(self, *dims): return _movement.permute(self, _given("permute", dims, "dims"))
     def transpose(self, dim0, dim1): return _movement.transpose(self, dim0, dim1)
     def movedim(self, source, destination): return _movement.movedim(self, source, destination)
-    def expand(self, *shape): return _movement.expand(self, shape)
+    def expand(self, *shape): return _movement.expand(self, _given("expand", shape, "size"))
     def expand_as(self, other): return self.expand(other.shape)
     def squeeze(self, dim=None): return _movement.squeeze(self, dim)
     def unsqueeze(self, dim): return _movement.unsqueeze(self, dim)
@@ -656,13 +711,19 @@ class Tensor:
     def log10(self): return _exponential.Log10.apply(self._floating()._in_float32())
     def expm1(self): return _exponential.Expm1.apply(self._floating()._in_float32())
     def log1p(self): return _exponential.Log1p.apply(self._floating()._in_float32())
-    def logaddexp(self, other): return self._binary(_exponential.LogAddExp, _tensor_only("logaddexp", other))
+    def logaddexp(self, other):
+        other = _tensor_only("logaddexp", other)
+        _elementwise.check_broadcast("logaddexp", self.shape, other.shape)
+        if dtypes.category(dtypes.promote(self.dtype, self.ndim, other.dtype, other.ndim)) < 2:
+            raise NotImplementedError(f"logaddexp: not implemented for {self.dtype} and {other.dtype} tensors (as in "
+                                      "PyTorch); convert first, e.g. x.float()")
+        return self._binary(_exponential.LogAddExp, other)
     # rounding, and the divisions that round (ops/rounding.py); % and // as in Python and PyTorch
     def floor(self): return _rounding.to_whole(self, _rounding.Floor)
     def ceil(self): return _rounding.to_whole(self, _rounding.Ceil)
     def trunc(self): return _rounding.to_whole(self, _rounding.Trunc)
     fix = trunc
-    def round(self, decimals=0): return _rounding.to_whole(self, _rounding.Round, decimals=decimals)
+    def round(self, decimals=None): return _rounding.to_whole(self, _rounding.Round, decimals=decimals)
     def fmod(self, other): return self._binary(_rounding.Fmod, other)
     def remainder(self, other): return self._binary(_rounding.Remainder, other)
     def __mod__(self, other): return self._binary(_rounding.Remainder, other)
@@ -703,7 +764,7 @@ class Tensor:
     # ------------------------------------------------------------------ rearranging
     def flip(self, *dims_given, dims=None): return _rearrange.flip(self, dims_given if dims is None else dims)
     def roll(self, shifts, dims=None): return _rearrange.roll(self, shifts, dims)
-    def repeat(self, *sizes): return _rearrange.repeat(self, sizes)
+    def repeat(self, *sizes): return _rearrange.repeat(self, _given("repeat", sizes, "repeats"))
     def repeat_interleave(self, repeats, dim=None): return _rearrange.repeat_interleave(self, repeats, dim)
     def unflatten(self, dim, sizes): return _rearrange.unflatten(self, dim, sizes)
     def unfold(self, dimension, size, step): return _rearrange.unfold(self, dimension, size, step)
@@ -712,9 +773,61 @@ class Tensor:
     def dot(self, other): return _linalg.dot(self, _tensor_only("dot", other, "tensor"))
     def outer(self, other): return _linalg.outer(self, _tensor_only("outer", other, "vec2"))
 
+    # ------------------------------------------------------------------ compositions of the ops above
+    # (ops/compositions.py: no Function of their own, so their gradients are the ops')
+    def erfc(self): return _compositions.erfc(self)
+    def logit(self, eps=None): return _compositions.logit(self, eps)
+    def signbit(self): return _compositions.signbit(self)
+    def frac(self): return _compositions.frac(self)
+    def deg2rad(self): return _compositions.deg2rad(self)
+    def rad2deg(self): return _compositions.rad2deg(self)
+    def nan_to_num(self, nan=0.0, posinf=None, neginf=None): return _compositions.nan_to_num(self, nan, posinf, neginf)
+    def sinc(self): return _compositions.sinc(self)
+    def fmax(self, other): return _compositions.fmax(self, _tensor_only("fmax", other))
+    def fmin(self, other): return _compositions.fmin(self, _tensor_only("fmin", other))
+    def hypot(self, other): return _compositions.hypot(self, _tensor_only("hypot", other))
+    def xlogy(self, other): return _compositions.xlogy(self, other)
+    def logaddexp2(self, other): return _compositions.logaddexp2(self, _tensor_only("logaddexp2", other))
+    def equal(self, other): return _compositions.equal(self, _tensor_only("equal", other))
+    def nansum(self, dim=None, keepdim=False, *, dtype=None): return _compositions.nansum(self, dim, keepdim, dtype=dtype)
+    def nanmean(self, dim=None, keepdim=False, *, dtype=None):
+        return _compositions.nanmean(self, dim, keepdim, dtype=dtype)
+    def aminmax(self, *, dim=None, keepdim=False): return _compositions.aminmax(self, dim=dim, keepdim=keepdim)
+    def count_nonzero(self, dim=None): return _compositions.count_nonzero(self, dim)
+    def median(self, dim=None, keepdim=False): return _compositions.median(self, dim, keepdim)
+    def kthvalue(self, k, dim=-1, keepdim=False): return _compositions.kthvalue(self, k, dim, keepdim)
+    def norm(self, p="fro", dim=None, keepdim=False, dtype=None): return _compositions.norm(self, p, dim, keepdim, dtype)
+    def trace(self): return _compositions.trace(self)
+    def t(self): return _compositions.t(self)
+    def ravel(self): return _compositions.ravel(self)
+    def broadcast_to(self, size): return _compositions.broadcast_to(self, size)
+    def tile(self, *dims): return _compositions.tile(self, _movement.shape_arg(dims))
+    def fliplr(self): return _compositions.fliplr(self)
+    def flipud(self): return _compositions.flipud(self)
+    def diag_embed(self, offset=0, dim1=-2, dim2=-1): return _compositions.diag_embed(self, offset, dim1, dim2)
+    def tensor_split(self, indices_or_sections, dim=0): return _compositions.tensor_split(self, indices_or_sections, dim)
+    def take(self, index): return _compositions.take(self, index)
+    def take_along_dim(self, indices, dim=None): return _compositions.take_along_dim(self, indices, dim)
+    def argwhere(self): return _compositions.argwhere(self)
+    def index_add(self, dim, index, source, *, alpha=1): return _compositions.index_add(self, dim, index, source,
+                                                                                         alpha=alpha)
+    def mm(self, mat2): return _compositions.mm(self, mat2)
+    def bmm(self, mat2): return _compositions.bmm(self, mat2)
+    def mv(self, vec): return _compositions.mv(self, vec)
+    def addmm(self, mat1, mat2, *, beta=1, alpha=1): return _compositions.addmm(self, mat1, mat2, beta=beta, alpha=alpha)
+    def kron(self, other): return _compositions.kron(self, other)
+    def type_as(self, other): return self.to(dtype=other.dtype)
+
+    # ------------------------------------------------------------------ PyTorch's other names for the same ops
+    subtract, multiply, divide, negative, absolute, positive = sub, mul, div, neg, abs, __pos__
+    swapaxes = swapdims = transpose
+    moveaxis = movedim
+    sgn = sign
+
 # The op modules import Tensor and Function from here, so they come last.
 from .ops import bitwise as _bitwise  # noqa: E402
 from .ops import blend as _blend  # noqa: E402
+from .ops import compositions as _compositions  # noqa: E402
 from .ops import elementwise as _elementwise  # noqa: E402
 from .ops import exponential as _exponential  # noqa: E402
 from .ops import gather as _gather  # noqa: E402

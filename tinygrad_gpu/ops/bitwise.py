@@ -23,7 +23,7 @@ def _check_dtype(op: str, dtype, bool_allowed: bool = True) -> None:
     if dtypes.category(dtype) == 1 or (bool_allowed and dtypes.category(dtype) == 0):
         return
     kinds = "integer or bool" if bool_allowed else "integer"
-    raise RuntimeError(f"{op}: needs {kinds} tensors, got {dtype} (as in PyTorch); for a float tensor use "
+    raise NotImplementedError(f"{op}: needs {kinds} tensors, got {dtype} (as in PyTorch); for a float tensor use "
                        "logical ops, or convert first, e.g. x.long()")
 
 
@@ -41,9 +41,9 @@ def bitwise(a: Tensor, other, op: str, reverse: bool = False) -> Tensor:
         a, b = b, a
     if a.device != b.device:
         raise RuntimeError(f"{op}: expected both tensors on the same device, got {a.device} and {b.device}")
+    check_broadcast(op, a.shape, b.shape)          # the shapes first, then the dtypes, in PyTorch's order
     dtype = dtypes.promote(a.dtype, a.ndim, b.dtype, b.ndim)
     _check_dtype(op, dtype, bool_allowed=op not in _SHIFTS)
-    check_broadcast(op, a.shape, b.shape)
     function = getattr(devices.array_module(a.device), _ARRAY_FUNCTION[op])
     with devices.use(a.device):
         return Tensor._wrap(function(a.to(dtype=dtype).data, b.to(dtype=dtype).data), a.device)

@@ -60,9 +60,16 @@ def _promoted(op: str, first: Tensor, *others) -> list:
 
 
 def lerp(start: Tensor, end, weight) -> Tensor:
-    """Linear interpolation; weight is a number or a tensor (then it gets a gradient too)."""
-    tensors = _promoted("lerp", start, end, weight)
-    return Lerp.apply(*(t._floating() for t in tensors))
+    """Linear interpolation; weight is a number or a tensor (then it gets a gradient too). As in PyTorch, for
+    floating-point tensors of one dtype only: nothing is promoted (except a 0-d weight, which PyTorch takes
+    like a number, whatever its dtype)."""
+    for name, t in (("end", end), ("weight", weight)):       # PyTorch checks the dtypes match first
+        if isinstance(t, Tensor) and t.dtype != start.dtype and (name == "end" or t.ndim):
+            raise RuntimeError(f"lerp: expected dtype {start.dtype} for `{name}` but got dtype {t.dtype}")
+    if not start.is_floating_point():
+        raise NotImplementedError(f"lerp: not implemented for {start.dtype} tensors (as in PyTorch); convert first, "
+                                  "e.g. x.float()")
+    return Lerp.apply(*_promoted("lerp", start, end, weight))
 
 
 def isclose(a: Tensor, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
@@ -70,6 +77,9 @@ def isclose(a: Tensor, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor
     equal_nan=True), as a bool tensor; no gradient."""
     if rtol < 0 or atol < 0:
         raise RuntimeError(f"isclose: rtol and atol must be non-negative, got rtol={rtol}, atol={atol}")
+    if isinstance(other, Tensor) and other.dtype != a.dtype:
+        raise RuntimeError(f"isclose: {a.dtype} did not match {other.dtype}; convert one first (PyTorch promotes "
+                           "nothing here)")
     x, y = _promoted("isclose", a.detach(), other.detach() if isinstance(other, Tensor) else other)
     xp = devices.array_module(a.device)
     with devices.use(a.device):

@@ -120,11 +120,17 @@ class PowScalar(Function):
 
 
 class Pow(_Binary):
-    """a ** b for two tensors."""
+    """a ** b for two tensors. Integers to a negative power follow C's integer arithmetic, as PyTorch does
+    (NumPy refuses them): 1 and -1 keep their magnitude, anything else gives 0."""
 
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return a.data ** b.data
+        if a.dtype.kind not in "iu" or not (b.data < 0).any():
+            return a.data ** b.data
+        xp = ctx.xp
+        whole = a.data ** xp.maximum(b.data, 0)
+        negative_power = xp.where(a.data == 1, 1, xp.where(a.data == -1, 1 - 2 * (b.data % 2), 0))
+        return xp.where(b.data < 0, negative_power, whole).astype(a.dtype)
 
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
@@ -144,8 +150,33 @@ class Pow(_Binary):
         return grad_a, grad_b
 
 
+class PowOfNumber(Function):
+    """c ** x for a Python number c (number ** tensor): d/dx = c^x log c, PyTorch's formula for a number base: at
+    c = 0 it is 0 where x >= 0 (0^x is flat there) and -inf where x < 0; a bool base False is not 0 to PyTorch,
+    whose gradient there is 0 * log 0 = nan."""
+
+    saves_output = True
+
+    def forward(ctx, x, base):
+        ctx.base = base
+        ctx.save_for_backward(x)
+        with np.errstate(divide="ignore", invalid="ignore"):     # 0 ** -1 is inf, (-2) ** 0.5 nan
+            return ctx.xp.power(x.dtype.type(base), x.data)
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_base = float(np.log(np.float64(ctx.base)))
+        slope = ctx.output * log_base
+        if ctx.base == 0 and not isinstance(ctx.base, bool):
+            slope = where(x >= 0, 0.0, slope)
+        return grad * slope
+
+
 def pow(base: Tensor, exponent) -> Tensor:
     exponent_dtype = exponent.dtype if isinstance(exponent, Tensor) else np.asarray(exponent).dtype
+    if base.dtype == dtypes.bool_ and isinstance(exponent, (bool, np.bool_)):
+        return base.clone() if exponent else base == base      # PyTorch: x ** True is x, x ** False all True
     if base.dtype == dtypes.bool_ and exponent_dtype == dtypes.bool_:
         dtypes.reject_bool("pow", base.dtype)
     if isinstance(exponent, Tensor):
@@ -325,10 +356,11 @@ def zero_gradient(grad: Tensor) -> Tensor:
 
 
 class Sign(Function):
-    """-1, 0 or 1, with a zero gradient."""
+    """-1, 0 or 1 (0 for nan, as PyTorch gives it), with a zero gradient."""
 
     def forward(ctx, x):
-        return ctx.xp.sign(x.data)
+        signs = ctx.xp.sign(x.data)
+        return ctx.xp.where(signs != signs, 0, signs).astype(x.dtype) if x.dtype.kind != "i" else signs
 
     def backward(ctx, grad):
         return zero_gradient(grad)
@@ -375,7 +407,7 @@ class Clamp(Function):
     def forward(ctx, x, low, high):
         ctx.save_for_backward(x)
         ctx.low, ctx.high = low, high
-        return ctx.xp.clip(x.data, low, high)
+        return ctx.xp.clip(x.data, low, high).astype(x.dtype, copy=False)   # (NumPy widens bfloat16)
 
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
@@ -395,7 +427,7 @@ class ClampTensor(Function):
         ctx.has_low, ctx.has_high = has_low, has_high
         low = bounds[0].data if has_low else None
         high = bounds[-1].data if has_high else None
-        return ctx.xp.clip(x.data, low, high)
+        return ctx.xp.clip(x.data, low, high).astype(x.dtype, copy=False)
 
     def backward(ctx, grad):
         x, *bounds = ctx.saved_tensors
@@ -422,18 +454,21 @@ def clamp(x: Tensor, low=None, high=None) -> Tensor:
     if low is None and high is None:
         raise RuntimeError("clamp: give at least one of min and max")     # PyTorch's kind of error
     if isinstance(low, Tensor) != isinstance(high, Tensor) and low is not None and high is not None:
-        raise TypeError(f"clamp(): min and max must both be Tensors or both be numbers (as in PyTorch), got "
-                        f"{type(low).__name__} and {type(high).__name__}")
-    if not x.is_floating_point() and any(isinstance(v, float) for v in (low, high)):
-        x = x._floating()          # int tensor, float bound: float32 as in PyTorch (NumPy would give float64)
-    if not isinstance(low, Tensor) and not isinstance(high, Tensor):
-        return Clamp.apply(x, low=low, high=high)
-    # tensor bounds (a number beside a tensor becomes a 0-d tensor): promote like a binary op
-    bounds = [x._as_tensor(v) for v in (low, high) if v is not None]
-    dtype = x.dtype
-    for bound in bounds:
-        dtype = dtypes.promote(dtype, x.ndim, bound.dtype, bound.ndim)
-    check_broadcast("clamp", x.shape, *(bound.shape for bound in bounds))
+        # PyTorch takes a 0-d tensor beside a number as a number; a bigger one is its TypeError
+        low, high = (v.item() if isinstance(v, Tensor) and v.ndim == 0 else v for v in (low, high))
+        if isinstance(low, Tensor) or isinstance(high, Tensor):
+            raise TypeError(f"clamp(): min and max must both be Tensors or both be numbers (as in PyTorch), got "
+                            f"{type(low).__name__} and {type(high).__name__}")
+    bounds = [v for v in (low, high) if v is not None]
+    check_broadcast("clamp", x.shape, *(v.shape for v in bounds if isinstance(v, Tensor)))     # shapes first
+    # the result dtype: x's and the bounds' together (a bool tensor with an int bound is int64, as in PyTorch)
+    dtype = dtypes.promote_all((x.dtype, x.ndim), *((v.dtype, v.ndim) if isinstance(v, Tensor) else v
+                                                   for v in bounds))
+    if not (len(bounds) == 1 and isinstance(bounds[0], Tensor)):     # one tensor bound: a maximum, bool too
+        dtypes.reject_bool("clamp", dtype)
+    if not any(isinstance(v, Tensor) for v in bounds):
+        return Clamp.apply(x.to(dtype=dtype), low=low, high=high)
+    bounds = [x._as_tensor(v) for v in bounds]
     return ClampTensor.apply(x.to(dtype=dtype), *(bound.to(dtype=dtype) for bound in bounds),
                              has_low=low is not None, has_high=high is not None)
 
@@ -475,10 +510,13 @@ class Where(Function):
                 where(c, 0.0, grad) if ctx.needs_input_grad[2] else None)
 
 
-def where(condition, a, b) -> Tensor:
-    """Elements of `a` where `condition` is true, else of `b` (either may be a Python number)."""
+def where(condition, a=None, b=None) -> Tensor:
+    """Elements of `a` where `condition` is true, else of `b` (either may be a Python number). With the condition
+    alone, its nonzero positions, one index tensor per dim (condition.nonzero(as_tuple=True))."""
     if not isinstance(condition, Tensor):
         raise TypeError("where: the condition must be a bool tensor")
+    if a is None and b is None:
+        return condition.nonzero(as_tuple=True)
     if condition.dtype != np.bool_:
         raise TypeError(f"where: the condition must be a bool tensor, got {condition.dtype}; "
                         "compare it first, e.g. mask != 0")

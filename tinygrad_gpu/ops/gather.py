@@ -314,6 +314,8 @@ REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 def scatter_reduce(x: Tensor, dim, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
     if reduce not in REDUCTIONS:
         raise RuntimeError(f"scatter_reduce(): reduce must be one of {', '.join(REDUCTIONS)}, got {reduce!r}")
+    if reduce == "mean":
+        dtypes.reject_bool("scatter_reduce(reduce='mean')", x.dtype)
     return _scatter("scatter_reduce", ScatterReduce, x, dim, index, src, reduce=reduce,
                     include_self=bool(include_self))
 

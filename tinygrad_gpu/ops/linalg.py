@@ -65,6 +65,14 @@ class MatMul(Function):
         return grad_a, grad_b
 
 
+def check_product_dtypes(op: str, *tensors) -> None:
+    """Products take one dtype, as PyTorch's do (it promotes nothing there, and has no bool product)."""
+    if len({t.dtype for t in tensors}) > 1:
+        raise RuntimeError(f"{op}: expected the operands to have the same dtype, got "
+                           f"{' and '.join(str(t.dtype) for t in tensors)}; convert one first, e.g. w.to(x.dtype)")
+    dtypes.reject_bool(op, tensors[0].dtype)
+
+
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError(f"matmul: both operands need at least 1 dimension, got shapes {a.shape} and {b.shape}; "
@@ -81,8 +89,9 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         raise RuntimeError(f"matmul: the batch dimensions of shapes {a.shape} and {b.shape} cannot be broadcast "
                          "together") from None
     a, b = autocast_mode.low_precision(a, b)
-    dtype = dtypes.promote(a.dtype, a.ndim, b.dtype, b.ndim)
-    a, b = a.to(dtype=dtype), b.to(dtype=dtype)
+    if max(a.ndim, b.ndim) > 2:       # PyTorch's batched product refuses a bool first operand before all else
+        dtypes.reject_bool("matmul", a.dtype)
+    check_product_dtypes("matmul", a, b)
     # A vector becomes a matrix for the product, and its added dimension is removed after.
     a2 = a.unsqueeze(0) if a.ndim == 1 else a
     b2 = b.unsqueeze(-1) if b.ndim == 1 else b
@@ -139,8 +148,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor = None) -> Tensor:
         raise RuntimeError(f"linear: bias of shape {bias.shape} does not fit weight of shape {weight.shape} "
                          f"(need ({weight.shape[0]},))")
     x, weight, bias = autocast_mode.low_precision(x, weight, bias)
-    if any(t is not None and t.dtype != x.dtype for t in (weight, bias)):     # mixed dtypes: promote as @ and + do
-        return Linear.composition(x, weight, bias)
+    check_product_dtypes("linear", *(t for t in (x, weight, bias) if t is not None))
     return Linear.apply(x, weight) if bias is None else Linear.apply(x, weight, bias)
 
 
@@ -153,6 +161,7 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
         raise RuntimeError(f"dot: the vectors have different lengths, {a.shape[0]} and {b.shape[0]}")
     if a.dtype != b.dtype:
         raise RuntimeError(f"dot: expected both vectors to have the same dtype, got {a.dtype} and {b.dtype}")
+    dtypes.reject_bool("dot", a.dtype)
     return matmul(a, b)
 
 

@@ -62,7 +62,8 @@ def reshape(x: Tensor, shape) -> Tensor:
 
 
 def flatten(x: Tensor, start_dim=0, end_dim=-1) -> Tensor:
-    if x.ndim == 0:
+    if x.ndim == 0:                     # its dims 0 and -1 name the one place a 0-d tensor has
+        normalize_dim("flatten", start_dim, 1), normalize_dim("flatten", end_dim, 1)
         return x.reshape(1)
     start, end = normalize_dim("flatten", start_dim, x.ndim), normalize_dim("flatten", end_dim, x.ndim)
     if start > end:
@@ -75,6 +76,8 @@ def squeeze(x: Tensor, dim=None) -> Tensor:
         dims = [i for i, n in enumerate(x.shape) if n == 1]
     else:
         dims = [normalize_dim("squeeze", d, max(x.ndim, 1)) for d in ((dim,) if isinstance(dim, int) else dim)]
+        if len(set(dims)) != len(dims):
+            raise RuntimeError(f"squeeze: a dim appears more than once in {dim}")
     return x.reshape(tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1)))
 
 
@@ -90,7 +93,7 @@ class Permute(Function):
         return x.data.transpose(dims)
 
     def backward(ctx, grad):
-        return grad.permute(*np.argsort(ctx.dims).tolist())
+        return grad.permute(tuple(np.argsort(ctx.dims).tolist()))
 
 
 def permute(x: Tensor, dims) -> Tensor:
@@ -111,7 +114,7 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     order = list(range(x.ndim))
     a, b = normalize_dim("transpose", dim0, x.ndim), normalize_dim("transpose", dim1, x.ndim)
     order[a], order[b] = order[b], order[a]
-    return x.permute(*order)
+    return x.permute(tuple(order))
 
 
 def movedim(x: Tensor, source, destination) -> Tensor:
@@ -119,6 +122,10 @@ def movedim(x: Tensor, source, destination) -> Tensor:
     tuples of one length (each source dim lands at its destination)."""
     sources = tuple(source) if isinstance(source, (tuple, list)) else (source,)
     targets = tuple(destination) if isinstance(destination, (tuple, list)) else (destination,)
+    if x.ndim == 0:                     # dims 0 and -1 of a 0-d tensor: nothing to move
+        for d in sources + targets:
+            normalize_dim("movedim", d, 1)
+        return x
     if len(sources) != len(targets):
         raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(sources)} dims) should "
                            f"contain the same number of dims as destination ({list(targets)} dims)")
@@ -131,7 +138,7 @@ def movedim(x: Tensor, source, destination) -> Tensor:
     for s, t in zip(sources, targets):
         order[t] = s
     rest = iter(d for d in range(x.ndim) if d not in sources)
-    return x.permute(*[d if d is not None else next(rest) for d in order])
+    return x.permute(tuple(d if d is not None else next(rest) for d in order))
 
 
 # ----------------------------------------------------------------------------- expand
@@ -189,9 +196,9 @@ def _normalize_index(x: Tensor, index):
     given = [part.data if isinstance(part, Tensor) else part for part in _index_parts(index)]
     # where each part starts among x's dims: "..." stands for the dims no other part takes; a mask takes as
     # many as it has, None takes none
-    taken = sum(0 if part is None or part is Ellipsis else getattr(part, "ndim", None) or
-                (np.ndim(part) if isinstance(part, (list, tuple)) and np.asarray(part).dtype == np.bool_ else 1)
-                for part in given)
+    taken = sum(_dims_taken(part) for part in given)
+    if taken > x.ndim:                         # PyTorch checks this before the parts themselves
+        raise IndexError(f"getitem: too many indices for a tensor of dimension {x.ndim} (shape {x.shape})")
     parts, basic, axis = [], True, 0
     for part in given:
         if part is Ellipsis:
@@ -213,10 +220,23 @@ def _normalize_index(x: Tensor, index):
             if part.dtype.kind not in "iu":
                 raise IndexError(f"getitem: index arrays must be integers or booleans, got {part.dtype}")
             basic = False
+        elif isinstance(part, slice) and part.step is not None and part.step <= 0:
+            raise ValueError(f"getitem: step must be greater than zero, got {part.step} (PyTorch has no reversed "
+                             "slices; use .flip(dim))")
         elif not (isinstance(part, (int, np.integer, slice)) or part is None or part is Ellipsis):
             raise IndexError(f"getitem: unsupported index of type {type(part).__name__}")
         parts.append(part)
     return tuple(parts), basic
+
+
+def _dims_taken(part) -> int:
+    """How many of x's dims one part of an index takes: None and ... none (... takes the rest, counted
+    apart), a boolean mask as many as it has (a 0-d one none), anything else one."""
+    if part is None or part is Ellipsis:
+        return 0
+    if isinstance(part, (list, tuple)):
+        part = np.asarray(part)
+    return part.ndim if getattr(part, "dtype", None) == np.bool_ else 1
 
 
 def _check_mask(part, shape: tuple, axis: int) -> int:
@@ -342,15 +362,16 @@ def stack(tensors, dim=0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack: expected a non-empty list of tensors")
+    d = normalize_dim("stack", dim, tensors[0].ndim + 1)     # the dim is checked first, as in PyTorch
     for i, t in enumerate(tensors[1:], 1):
         if t.shape != tensors[0].shape:
             raise RuntimeError(f"stack: tensor {i} has shape {t.shape} but tensor 0 has shape {tensors[0].shape}; "
                              "all must be equal")
-    d = normalize_dim("stack", dim, tensors[0].ndim + 1)
     return cat([t.unsqueeze(d) for t in tensors], dim=d)
 
 
 def split(x: Tensor, split_size_or_sections, dim=0) -> tuple:
+    at_least_1d("split", x)
     d = normalize_dim("split", dim, x.ndim)
     n = x.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -368,6 +389,12 @@ def split(x: Tensor, split_size_or_sections, dim=0) -> tuple:
     return tuple(pieces)
 
 
+def at_least_1d(op: str, x: Tensor) -> None:
+    """Ops that cut along a dim refuse a 0-d tensor outright, as PyTorch does (before looking at the dim)."""
+    if x.ndim == 0:
+        raise RuntimeError(f"{op}: expects at least a 1-dimensional tensor, got a 0-d one")
+
+
 def unbind(x: Tensor, dim=0) -> tuple:
     """The slices of x along dim, each without that dim."""
     d = normalize_dim("unbind", dim, x.ndim)
@@ -376,6 +403,7 @@ def unbind(x: Tensor, dim=0) -> tuple:
 
 def narrow(x: Tensor, dim, start, length) -> Tensor:
     """x's `length` entries along dim from `start` (which may count from the end), as a view."""
+    at_least_1d("narrow", x)
     d = normalize_dim("narrow", dim, x.ndim)
     n = x.shape[d]
     if not -n <= start <= n:
@@ -396,12 +424,25 @@ def index_select(x: Tensor, dim, index) -> Tensor:
         raise RuntimeError(f"index_select(): Expected dtype int32 or int64 for index, got {index.dtype}")
     if index.ndim > 1:
         raise IndexError(f"index_select(): Index is supposed to be a vector, got shape {index.shape}")
-    if x.ndim == 0:                       # a 0-d tensor takes index [0] (or 0) along its dim 0 or -1
-        return x.reshape(1)[(index.reshape(-1),)].reshape(index.shape)
+    n = x.shape[d] if x.ndim else 1
+    if x.ndim and not n and index.numel():
+        raise RuntimeError(f"index_select(): dim {dim} of shape {x.shape} is empty: there is nothing to select")
+    check_positions("index_select", x.device, index, dim, n)
+    if x.ndim == 0:                       # a 0-d tensor: index 0 along its dim 0 or -1 gives it back, 0-d
+        return x.reshape(1)[(index.reshape(-1),)].reshape(())
     return x[(slice(None),) * d + (index.reshape(-1),)]
 
 
+def check_positions(op: str, device, index: Tensor, dim, n: int, error=IndexError) -> None:
+    """index_select and index_add take positions in [0, n) only (no negative ones, unlike x[index]); the kind
+    of error is PyTorch's, which depends on the op's path (index_add of a matrix raises RuntimeError)."""
+    with devices.use(device):
+        deferred_checks.check(device, (index.data < 0) | (index.data >= n), error,
+                              f"{op}(): an index is out of range for dim {dim}, which takes positions 0 to {n - 1}")
+
+
 def chunk(x: Tensor, chunks: int, dim=0) -> tuple:
+    at_least_1d("chunk", x)
     if chunks <= 0:
         raise RuntimeError(f"chunk: number of chunks must be positive, got {chunks}")
     d = normalize_dim("chunk", dim, x.ndim)

@@ -70,11 +70,11 @@ def roll(x: Tensor, shifts, dims=None) -> Tensor:
             raise RuntimeError(f"roll: without dims, shifts must be a single number, got {shifts}")
         # PyTorch rolls the flattened tensor and restores its shape
         return roll(x.flatten(), shifts, 0).reshape(x.shape)
+    if x.ndim == 0:
+        raise IndexError(f"roll: dims {dims} given for a 0-d tensor, which has no dimensions")
     dims = _dims("roll", dims, x.ndim)
     if len(shifts) != len(dims):
         raise RuntimeError(f"roll: shifts {shifts} and dims {dims} must have the same length")
-    if x.ndim == 0:
-        return x
     total = {}                          # rolling one dim twice rolls it by the sum of the shifts
     for s, d in zip(shifts, dims):
         total[d] = total.get(d, 0) + int(s)
@@ -145,6 +145,9 @@ def repeat_interleave(x: Tensor, repeats=None, dim=None) -> Tensor:
 def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
     """Split dim into several: a (2, 12) tensor unflattened at dim 1 into (3, 4) becomes (2, 3, 4).
     One size may be -1 (whatever is left). Flatten's inverse, and like it a reshape."""
+    normalize_dim("unflatten", dim, max(x.ndim, 1))       # the dim is checked first, as in PyTorch
+    if x.ndim == 0:
+        raise RuntimeError("unflatten: a 0-d tensor has no dim to unflatten")
     d = normalize_dim("unflatten", dim, x.ndim)
     sizes = tuple(int(n) for n in sizes)
     n = x.shape[d]
@@ -203,6 +206,10 @@ class Fold(Function):
 
 
 def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    if x.ndim == 0:                     # PyTorch: one element along dim 0 or -1, windows of it without that dim
+        normalize_dim("unfold", dimension, 1)
+        windows = unfold(x.reshape(1), 0, size, step)
+        return windows.reshape(windows.shape[1:])
     d = normalize_dim("unfold", dimension, x.ndim)
     if step <= 0:
         raise RuntimeError(f"unfold: step must be positive, got {step}")
@@ -250,7 +257,7 @@ class EmbedDiagonal(Function):
 
 
 def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    d1, d2 = normalize_dim("diagonal", dim1, x.ndim), normalize_dim("diagonal", dim2, x.ndim)
+    d1, d2 = normalize_dim("diagonal", dim1, max(x.ndim, 1)), normalize_dim("diagonal", dim2, max(x.ndim, 1))
     if d1 == d2:
         raise RuntimeError(f"diagonal: dim1 and dim2 must be different dims, got {dim1} and {dim2}")
     return Diagonal.apply(x, offset=int(offset), dim1=d1, dim2=d2)

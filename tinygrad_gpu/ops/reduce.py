@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import device as devices
 from .. import dtypes
-from ..tensor import Function, Tensor
+from ..tensor import Function, Tensor, is_grad_enabled
 from . import movement
 from .gather import Gather
 
@@ -64,25 +64,35 @@ class Sum(Function):
         ctx.input_shape, ctx.dims = x.shape, dims
         if dtypes.is_half(x.dtype):       # 16-bit floats add up in float32, then round once
             return ctx.xp.sum(x.data, axis=dims, keepdims=keepdim, dtype=dtypes.float32).astype(x.dtype)
-        return ctx.xp.sum(x.data, axis=dims, keepdims=keepdim)
+        return ctx.xp.sum(x.data, axis=dims, keepdims=keepdim, dtype=x.dtype)    # (NumPy widens int32, bool)
 
     def backward(ctx, grad):
         return _spread(grad, ctx.input_shape, ctx.dims)
 
 
+def check_differentiable_dtype(op: str, x: Tensor, dtype) -> None:
+    """sum, prod, cumsum and cumprod with dtype=: an integer or bool result of an input that requires grad is
+    PyTorch's RuntimeError (it could carry no gradient), not a silent cut in the graph."""
+    if x.requires_grad and is_grad_enabled() and not dtypes.is_floating(dtype):
+        raise RuntimeError(f"{op}: dtype={np.dtype(dtype)} for an input that requires grad: autograd does not "
+                           "support that dtype; reduce x.detach(), or pick a floating dtype")
+
+
 def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
+    dims = normalize_dims("sum", dim, x.ndim)          # the dims are checked first, as in PyTorch
     if dtype is not None:
+        check_differentiable_dtype("sum", x, dtype)
         x = x.to(dtype=dtype)
     elif x.dtype.kind in "bi" and x.dtype.itemsize < 8:
         x = x.long()                     # PyTorch sums bool and small ints as int64
-    return Sum.apply(x, dims=normalize_dims("sum", dim, x.ndim), keepdim=keepdim)
+    return Sum.apply(x, dims=dims, keepdim=keepdim)
 
 
 class Prod(Function):
     def forward(ctx, x, dims, keepdim):
         ctx.save_for_backward(x)
         ctx.dims = dims
-        return ctx.xp.prod(x.data, axis=dims, keepdims=keepdim)
+        return ctx.xp.prod(x.data, axis=dims, keepdims=keepdim, dtype=x.dtype)
 
     def backward(ctx, grad):
         # d(prod)/dx_k is the product of all the other elements. Dividing the product by x_k would fail
@@ -106,12 +116,13 @@ def _products_of_the_others(x: Tensor, d: int) -> Tensor:
 
 def prod(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
     """The product of all elements, or along one dim (PyTorch's prod takes a single int)."""
+    if dim is not None:
+        dim = movement.normalize_dim("prod", dim, max(x.ndim, 1))     # one int: normalize_dims takes tuples too
     if dtype is not None:
+        check_differentiable_dtype("prod", x, dtype)
         x = x.to(dtype=dtype)
     elif not x.is_floating_point():
         x = x.long()                     # PyTorch multiplies bool and integers as int64
-    if dim is not None:
-        dim = movement.normalize_dim("prod", dim, max(x.ndim, 1))     # one int: normalize_dims takes tuples too
     dims = normalize_dims("prod", dim, x.ndim)
     return Prod.apply(x, dims=dims, keepdim=keepdim)
 
@@ -137,6 +148,9 @@ def correction_of(unbiased, correction) -> int:
 
 
 def var(x: Tensor, dim=None, keepdim=False, correction=1) -> Tensor:
+    if not x.is_floating_point():
+        raise RuntimeError(f"std and var only support floating-point tensors, got {x.dtype}; convert first, "
+                           "e.g. x.float()")
     dims = normalize_dims("var", dim, x.ndim)
     count = int(np.prod([x.shape[d] for d in dims]))
     centered = x - mean(x, dims, keepdim=True)
@@ -223,7 +237,8 @@ def extreme(x: Tensor, dim, keepdim, kind):
     d = movement.normalize_dim(kind, dim, max(x.ndim, 1))   # a 0-d tensor takes dim 0 or -1
     if x.ndim:
         check_nonempty(kind, x.shape, (d,), False)
-    indices = arg_extreme(x, d, True, "argmax" if kind == "max" else "argmin")
+    # argmax of a bool is PyTorch's error, max(dim) of one is not: the positions are found as 0s and 1s
+    indices = arg_extreme(x if x.dtype != dtypes.bool_ else x.int(), d, True, "argmax" if kind == "max" else "argmin")
     if x.ndim == 0:                        # nothing to pick from: the value is the element itself
         return ValuesIndices(x, indices)
     values = Gather.apply(x, indices, dim=d)
@@ -271,6 +286,7 @@ def _softmax_array(xp, data, dim):
 
 def softmax(x: Tensor, dim, dtype, op) -> Tensor:
     """softmax or log_softmax (op): dtype converts x first, as in PyTorch, which has no integer softmax."""
+    normalize_dims(op.op_name(), dim, x.ndim)           # PyTorch checks the dim before the dtype
     x = x if dtype is None else x.to(dtype=dtype)
     if not x.is_floating_point():
         raise NotImplementedError(f"{op.op_name()}: not implemented for {x.dtype} tensors (as in PyTorch); convert "

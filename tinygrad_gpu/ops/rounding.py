@@ -9,7 +9,7 @@ PyTorch's conventions, which these follow:
   d/db of a - b * q is -q, with q = a // b for remainder and q = trunc(a / b) for fmod;
 * // rounds toward minus infinity (floor), div(rounding_mode="trunc") toward zero;
 * on integer tensors %, //, fmod and the rounded divisions stay integer, and dividing by zero raises
-  ZeroDivisionError. On a GPU that check would make the host wait for the GPU, so there it is read
+  PyTorch's RuntimeError (its message says ZeroDivisionError). On a GPU that check would make the host wait for the GPU, so there it is read
   later, with the next values read from that GPU (deferred_checks.py); meanwhile the zero divisors
   are replaced by 1, so the results hold defined (but meaningless) numbers.
 Floating-point division by zero gives inf or nan instead, as in PyTorch.
@@ -51,7 +51,7 @@ class Round(_Stepwise):
     """Halves go to the even neighbour (2.5 -> 2), as in PyTorch; decimals < 0 rounds to tens, hundreds..."""
 
     def forward(ctx, x, decimals):
-        return ctx.xp.round(x.data, decimals)
+        return ctx.xp.round(x.data, decimals or 0)
 
 
 def to_whole(x: Tensor, op: type, **options) -> Tensor:
@@ -59,20 +59,20 @@ def to_whole(x: Tensor, op: type, **options) -> Tensor:
     if x.is_floating_point():
         return op.apply(x, **options)
     dtypes.reject_bool(op.op_name(), x.dtype)
-    if options.get("decimals", 0) != 0:
-        raise RuntimeError(f"round: decimals={options['decimals']} needs a floating-point tensor, got {x.dtype} "
-                           "(PyTorch has no integer version either); convert first, e.g. x.float().round(...)")
+    if options.get("decimals") is not None:         # PyTorch: round() of an integer works, round(decimals=0) not
+        raise NotImplementedError(f"round: decimals={options['decimals']} needs a floating-point tensor, got "
+                                  f"{x.dtype} (as in PyTorch); convert first, e.g. x.float().round(...)")
     return x.clone()
 
 
 # ----------------------------------------------------------------------------- divisions that round
 def _divisor(ctx, op: str, a: Tensor, b: Tensor):
-    """b's array, checked: integer division by zero raises ZeroDivisionError (see the module docstring)."""
+    """b's array, checked: integer division by zero is a RuntimeError (see the module docstring)."""
     dtypes.reject_bool(op, a.dtype)
-    if a.dtype.kind not in "iu":
+    if a.dtype.kind not in "iu" or a.numel() == 0:      # (dividing nothing divides by nothing)
         return b.data
     zero = b.data == 0
-    deferred_checks.check(ctx.device, zero, ZeroDivisionError,
+    deferred_checks.check(ctx.device, zero, RuntimeError,      # PyTorch's type: RuntimeError("ZeroDivisionError")
                           f"{op}: integer division by zero (divisor of shape {b.shape}, dtype {b.dtype})")
     # On a GPU the check comes later: meanwhile 0 -> 1, as integer division by zero is undefined there.
     return b.data + zero if devices.is_cuda(ctx.device) else b.data

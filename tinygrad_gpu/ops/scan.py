@@ -15,6 +15,7 @@ from .. import device as devices
 from .. import dtypes
 from ..tensor import Function, Tensor, is_grad_enabled
 from .gather import Gather
+from . import movement, reduce
 from .reduce import ValuesIndices, along_one_dim
 
 
@@ -44,9 +45,13 @@ def inclusive_scan(xp, arrays: tuple, combine) -> tuple:
     return arrays
 
 
-def _as_int64_unless_floating(x: Tensor, dtype) -> Tensor:
-    """cumsum and cumprod: `dtype` converts the input first; bool and integers accumulate in int64."""
+def _as_int64_unless_floating(x: Tensor, dim, dtype, op: str) -> Tensor:
+    """cumsum and cumprod: `dtype` converts the input first; bool and integers accumulate in int64. PyTorch's
+    checks come in its order: the dim, then bool, then a dtype autograd cannot carry."""
+    movement.normalize_dim(op, dim, max(x.ndim, 1))
     if dtype is not None:
+        dtypes.reject_bool(op, dtype)
+        reduce.check_differentiable_dtype(op, x, dtype)
         return x.to(dtype=dtype)
     return x if x.is_floating_point() else x.long()
 
@@ -55,14 +60,14 @@ def _as_int64_unless_floating(x: Tensor, dtype) -> Tensor:
 class CumSum(Function):
     def forward(ctx, x, dim):
         ctx.dim = dim
-        return ctx.xp.cumsum(x.data, axis=dim)
+        return ctx.xp.cumsum(x.data, axis=dim, dtype=x.dtype)      # (NumPy would widen int32 to int64)
 
     def backward(ctx, grad):
         return reverse_cumsum(grad, ctx.dim)
 
 
 def cumsum(x: Tensor, dim, dtype=None) -> Tensor:
-    x = _as_int64_unless_floating(x, dtype)
+    x = _as_int64_unless_floating(x, dim, dtype, "cumsum")
     return along_one_dim("cumsum", x, dim, lambda x, d: CumSum.apply(x, dim=d))
 
 
@@ -73,7 +78,7 @@ class CumProd(Function):
     def forward(ctx, x, dim):
         ctx.save_for_backward(x)
         ctx.dim = dim
-        return ctx.xp.cumprod(x.data, axis=dim)
+        return ctx.xp.cumprod(x.data, axis=dim, dtype=x.dtype)
 
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
@@ -117,7 +122,7 @@ def _cumprod_gradient_as_polynomial(x: Tensor, grad: Tensor, d: int) -> Tensor:
 
 
 def cumprod(x: Tensor, dim, dtype=None) -> Tensor:
-    x = _as_int64_unless_floating(x, dtype)
+    x = _as_int64_unless_floating(x, dim, dtype, "cumprod")
     return along_one_dim("cumprod", x, dim, lambda x, d: CumProd.apply(x, dim=d))
 
 
@@ -182,5 +187,8 @@ class LogCumSumExp(Function):
 
 
 def logcumsumexp(x: Tensor, dim) -> Tensor:
-    x = x._floating()
+    movement.normalize_dim("logcumsumexp", dim, max(x.ndim, 1))
+    if not x.is_floating_point():
+        raise NotImplementedError(f"logcumsumexp: not implemented for {x.dtype} tensors (as in PyTorch); convert "
+                                  "first, e.g. x.float()")
     return along_one_dim("logcumsumexp", x, dim, lambda x, d: LogCumSumExp.apply(x, dim=d))

@@ -13,9 +13,12 @@ descending.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import device as devices
+from .. import dtypes
 from ..tensor import Tensor
 from . import movement
 from .gather import Gather
@@ -80,3 +83,57 @@ def topk(x: Tensor, k, dim=-1, largest=True, sorted=True):
         indices = _sorted_indices(x, d, largest)[(slice(None),) * d + (slice(0, k),)]
         return ValuesIndices(Gather.apply(x, indices, dim=d), indices)
     return along_one_dim("topk", x, dim, run)
+
+
+# ----------------------------------------------------------------------------- no gradient
+def unique(x: Tensor, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The distinct values of x, ascending (also with sorted=False, where PyTorch promises no order); with
+    return_inverse, where each element of x is among them (x's shape); with return_counts, how often each
+    occurs."""
+    if dim is not None:
+        raise NotImplementedError("unique(dim=...): only the distinct elements of the whole tensor are built; "
+                                  "leave dim=None")
+    xp = devices.array_module(x.device)
+    with devices.use(x.device):
+        # equal_nan=False: each nan is a value of its own, as in PyTorch (NumPy and CuPy would keep one)
+        values, inverse, counts = xp.unique(x.data.reshape(-1), return_inverse=True, return_counts=True,
+                                            equal_nan=False)
+        parts = [Tensor._wrap(values, x.device)]
+        if return_inverse:
+            parts.append(Tensor._wrap(inverse.astype(np.int64).reshape(x.shape), x.device))
+        if return_counts:
+            parts.append(Tensor._wrap(counts.astype(np.int64), x.device))
+    return parts[0] if len(parts) == 1 else tuple(parts)
+
+
+def searchsorted(sorted_sequence: Tensor, values, *, right=False, side=None, out_int32=False) -> Tensor:
+    """Where each value would go into the sorted last dim of sorted_sequence to keep it sorted: before equal
+    elements, or after them with right=True (side="right").
+
+    A binary search per value, all values in step: each round halves every value's range [lo, hi) by
+    looking at the element in its middle. The test is PyTorch's, written as a negation (go right unless the
+    middle element is > the value, >= for the left side), so that a nan, false in every comparison, steers
+    the search as it steers PyTorch's: a nan value ends at the far right, a nan element sends values past it."""
+    right = right or side == "right"
+    values = sorted_sequence._as_tensor(values)
+    if sorted_sequence.ndim > 1 and sorted_sequence.shape[:-1] != values.shape[:-1]:
+        raise RuntimeError(f"searchsorted(): the leading dims of the boundaries {sorted_sequence.shape} and of the "
+                           f"values {values.shape} must match (or the boundaries be 1-D)")
+    dtype = dtypes.promote(sorted_sequence.dtype, sorted_sequence.ndim, values.dtype, values.ndim)
+    xp = devices.array_module(values.device)
+    with devices.use(values.device):
+        n = sorted_sequence.shape[-1] if sorted_sequence.ndim else 1
+        searches = math.prod(sorted_sequence.shape[:-1])          # rows of boundaries (1: one row for all values)
+        rows = sorted_sequence.data.astype(dtype, copy=False).reshape(searches, n)
+        wanted = values.data.astype(dtype, copy=False).reshape(searches, values.numel() // max(searches, 1))
+        lo = xp.zeros(wanted.shape, dtypes.int64)
+        hi = xp.full(wanted.shape, n, dtypes.int64)
+        for _ in range(n.bit_length()):                   # a range of n shrinks to nothing in that many halvings
+            searching = lo < hi
+            mid = (lo + hi) // 2
+            middle = xp.take_along_axis(rows, xp.minimum(mid, n - 1), axis=-1)
+            go_right = ~(middle > wanted) if right else ~(middle >= wanted)
+            lo = xp.where(searching & go_right, mid + 1, lo)
+            hi = xp.where(searching & ~go_right, mid, hi)
+        positions = lo.reshape(values.shape).astype(dtypes.int32 if out_int32 else dtypes.int64)
+    return Tensor._wrap(positions, values.device)
