@@ -158,8 +158,9 @@ def test_hardtanh_and_relu6_keep_an_integer_dtype_and_refuse_bool():
     x = tg.tensor([-3, 0, 2, 9], dtype=tg.int32)
     assert F.relu6(x).dtype == tg.int32 and F.relu6(x).tolist() == [0, 0, 2, 6]
     assert F.hardtanh(x, -1.5, 2.5).tolist() == [-1, 0, 2, 2]
-    with pytest.raises(NotImplementedError, match="hardtanh.*bool"):
+    with pytest.raises(RuntimeError, match="hardtanh.*bool") as refused:
         F.relu6(tg.tensor([True]))
+    assert refused.type is RuntimeError                             # refused on purpose, as PyTorch's
     assert F.softsign(tg.tensor([-2, 0, 3])).dtype == tg.float32      # computed through the division
 
 
@@ -168,3 +169,120 @@ def test_errors():
         F.celu(tg.tensor([1.0]), alpha=0.0)
     with pytest.raises(ValueError, match=r"hardtanh: min_val \(2.0\) must not be greater than max_val \(1.0\)"):
         F.hardtanh(tg.tensor([1.0]), 2.0, 1.0)
+
+
+# ----------------------------------------------------------------------------- shrinkage, threshold, glu
+SHRINKS = {   # name: (our function, NumPy reference, kinks)
+    "hardshrink": (lambda x: F.hardshrink(x, 0.5), lambda x: np.where(np.abs(x) > 0.5, x, 0.0), (-0.5, 0.5)),
+    "softshrink": (lambda x: F.softshrink(x, 0.5),
+                   lambda x: np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0.0)), (-0.5, 0.5)),
+    "tanhshrink": (F.tanhshrink, lambda x: x - np.tanh(x), ()),
+    "threshold": (lambda x: F.threshold(x, 0.25, -2.0), lambda x: np.where(x > 0.25, x, -2.0), (0.25,)),
+}
+
+
+@pytest.mark.parametrize("name", list(SHRINKS))
+@given(data=st.data())
+def test_shrinks_and_threshold_values_and_gradients(name, data):
+    fn, reference, kinks = SHRINKS[name]
+    x = data.draw(noncontiguous(values(data.draw(shapes(max_dims=2, max_side=3)), -3, 3, away_from=kinks)))
+    check_op(fn, reference, x, second_order=True)
+
+
+@given(data=st.data())
+def test_glu(data):
+    half = data.draw(st.integers(1, 3))
+    shape = data.draw(shapes(min_dims=1, max_dims=3, max_side=3))
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    shape = tuple(2 * half if i == dim % len(shape) else s for i, s in enumerate(shape))
+    x = data.draw(values(shape))
+
+    def reference(a):
+        first, second = np.split(a, 2, axis=dim)
+        return first / (1 + np.exp(-second))
+    check_op(lambda t: F.glu(t, dim), reference, x, second_order=True)
+
+
+@pytest.mark.parametrize("name, fn", [("hardshrink", lambda t, x: t.hardshrink(x, 0.5)),
+                                      ("softshrink", lambda t, x: t.softshrink(x, 0.5)),
+                                      ("tanhshrink", lambda t, x: t.tanhshrink(x)),
+                                      ("threshold", lambda t, x: t.threshold(x, 0.5, -1.0)),
+                                      ("hardswish", lambda t, x: t.hardswish(x)),
+                                      ("glu", lambda t, x: t.glu(x.reshape(3, 2), 1))])
+def test_special_values_are_pytorchs(name, fn):
+    """nan, infinities and signed zeros at and around the kinks come out as PyTorch's kernels give them
+    (hardswish(-inf) is nan: -inf * 0; softshrink keeps the sign of a zeroed negative)."""
+    torch = pytest.importorskip("torch")
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, -4.0], dtype=np.float32)[:6 if name == "glu" else 8]
+    with np.errstate(invalid="ignore"):                 # inf * 0 and inf - inf, on purpose
+        ours = fn(F, tg.tensor(x)).numpy()
+    theirs = fn(torch.nn.functional, torch.tensor(x)).numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)             # nan where PyTorch has nan (tanh: last bit)
+    zeros = theirs == 0
+    np.testing.assert_array_equal(np.signbit(ours[zeros]), np.signbit(theirs[zeros]))
+
+
+def test_shrink_and_threshold_gradients_at_the_kinks_follow_pytorch():
+    # 0 on the closed interval [-lambd, lambd] (hardshrink, softshrink); 0 at x == threshold
+    assert grad_at(lambda x: F.hardshrink(x, 0.5), 0.5) == 0.0
+    assert grad_at(lambda x: F.hardshrink(x, 0.5), 0.5001) == 1.0
+    assert grad_at(lambda x: F.softshrink(x, 0.5), -0.5) == 0.0
+    assert grad_at(lambda x: F.threshold(x, 0.5, 2.0), 0.5) == 0.0
+
+
+def test_shrink_threshold_glu_dtypes_and_errors():
+    ints = tg.tensor([-2, 0, 1, 3])
+    # threshold keeps an integer dtype (threshold and value truncated toward zero, as PyTorch converts them)
+    assert F.threshold(ints, 0.5, 2.5).tolist() == [2, 2, 1, 3] and F.threshold(ints, 0.5, 2.5).dtype == tg.int64
+    assert F.threshold(ints, -0.5, -1.0).tolist() == [-1, -1, 1, 3]         # -0.5 -> 0: 0 <= 0
+    assert F.tanhshrink(ints).dtype == tg.float32
+    for fn in (F.hardshrink, F.softshrink, lambda x: F.glu(x.reshape(2, 2))):
+        with pytest.raises(NotImplementedError, match="int64"):
+            fn(ints)
+    with pytest.raises(NotImplementedError, match="bool"):
+        F.threshold(tg.tensor([True]), 0.5, 0.0)
+    with pytest.raises(RuntimeError, match="bool") as refused:    # its subtraction refuses bool
+        F.tanhshrink(tg.tensor([True]))
+    assert refused.type is RuntimeError
+    with pytest.raises(RuntimeError, match="softshrink: lambda must be in range"):
+        F.softshrink(tg.tensor([1.0]), -0.5)
+    np.testing.assert_array_equal(F.hardshrink(tg.tensor([0.25, -0.5]), -0.5).numpy(), [0.25, -0.5])  # no interval
+    with pytest.raises(RuntimeError, match="glu: halving dimension must be even"):
+        F.glu(tg.ones(2, 3))
+    with pytest.raises(RuntimeError, match="glu: does not support 0-d"):
+        F.glu(tg.tensor(1.0))
+    with pytest.raises(IndexError, match="glu: dim 2"):
+        F.glu(tg.ones(2, 2), 2)
+    with pytest.raises(RuntimeError, match="glu: halving"):           # the size before the dtype, as PyTorch
+        F.glu(tg.ones(1, 3, dtype=tg.int64))
+    assert F.glu(tg.zeros(0, 4)).shape == (0, 2)
+
+
+# ----------------------------------------------------------------------------- softmax's checks
+def test_softmax_family_checks_the_dim_first_and_passes_empty_integer_tensors():
+    """As PyTorch: a bad dim is an IndexError whatever the dtype; an empty integer tensor has nothing to
+    compute and comes back empty, in its dtype; a non-empty one has no integer softmax."""
+    for fn in (F.softmax, F.log_softmax, F.softmin):
+        with pytest.raises(IndexError, match="dim 2"):
+            fn(tg.ones(3, dtype=tg.int64), 2)
+        with pytest.raises(IndexError, match="dim -2"):
+            fn(tg.ones((), dtype=tg.float32), -2)
+        out = fn(tg.zeros(4, 0, dtype=tg.int64), 1)
+        assert out.shape == (4, 0) and out.dtype == tg.int64
+        with pytest.raises(NotImplementedError, match="int64"):
+            fn(tg.ones(2, dtype=tg.int64), 0)
+    assert F.softmax(tg.zeros(2, 0), 1, dtype=tg.int64).dtype == tg.int64
+    with pytest.raises(RuntimeError, match="bool") as refused:      # softmin negates first: no -bool
+        F.softmin(tg.tensor([True]), 5)
+    assert refused.type is RuntimeError
+    np.testing.assert_allclose(F.softmin(tg.tensor([1, 2]), 0, dtype=tg.float32).numpy(),
+                               [1 / (1 + math.exp(-1)), 1 / (1 + math.exp(1))], rtol=1e-6)
+    # PyTorch's old rule when dim is left out: 0 for 0-, 1- and 3-d inputs, else 1
+    np.testing.assert_allclose(F.softmax(tg.ones(2, 4)).numpy(), np.full((2, 4), 0.25))
+
+
+def test_gelu_checks_approximate_before_the_dtype():
+    with pytest.raises(RuntimeError, match="approximate"):
+        F.gelu(tg.tensor([1, 2]), approximate="sigmoid")
+    with pytest.raises(NotImplementedError, match="int64"):
+        F.gelu(tg.tensor([1, 2]))

@@ -308,6 +308,218 @@ def test_avg_pool2d_divisors_with_padding_and_ceil_mode():
     assert F.avg_pool2d(x[0], 2).shape == (1, 1, 1)      # unbatched input
 
 
+# ----------------------------------------------------------------------------- conv1d, integers, empty results
+@fewer_examples
+@given(st.data())
+def test_conv1d(data):
+    """conv1d is conv2d of a height-1 image: the same reference, one row of it."""
+    groups = data.draw(st.sampled_from([1, 2]))
+    in_channels, out_channels = groups * data.draw(st.integers(1, 2)), groups * data.draw(st.integers(1, 2))
+    k, stride, dilation = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
+    padding = data.draw(st.sampled_from([0, 1, "valid"] + (["same"] if stride == 1 else [])))
+    pad = {"valid": 0, "same": None}.get(padding, padding)
+    total = dilation * (k - 1)
+    before, after = (total // 2, total - total // 2) if padding == "same" else (pad, pad)
+    length = data.draw(st.integers(max(1, total + 1 - before - after), 6))
+    x = data.draw(values((data.draw(st.integers(1, 2)), in_channels, length)))
+    w = data.draw(values((out_channels, in_channels // groups, k)))
+    b = data.draw(values((out_channels,)))
+    check_op(lambda x, w, b: F.conv1d(x, w, b, stride, padding, dilation, groups),
+             lambda x, w, b: conv2d_np(x[:, :, None], w[:, :, None], b, (1, stride), ((0, 0), (before, after)),
+                                       (1, dilation), groups)[:, :, 0], x, w, b, second_order=True)
+
+
+def test_conv1d_unbatched_errors_and_pytorch():
+    x, w = tg.randn(2, 5), tg.randn(3, 2, 2)
+    assert F.conv1d(x, w).shape == (3, 4)
+    with pytest.raises(RuntimeError, match=r"conv1d: expected a 2-d \(C, L\) or 3-d \(N, C, L\) input"):
+        F.conv1d(tg.randn(1, 2, 5, 1), w)
+    with pytest.raises(RuntimeError, match="conv1d: weight must be 3-d"):
+        F.conv1d(x, tg.randn(3, 2))
+    with pytest.raises(RuntimeError, match="conv1d: padding='same' is not supported for strided"):
+        F.conv1d(x, w, stride=2, padding="same")
+    with pytest.raises(RuntimeError, match="conv1d: .*bigger than the padded input"):
+        F.conv1d(tg.randn(1, 2, 1), w)
+    torch = pytest.importorskip("torch")
+    xs, ws, bs = (np.random.default_rng(i).standard_normal(shape) for i, shape in enumerate([(2, 4, 7), (6, 2, 3), (6,)]))
+    ours = F.conv1d(tg.tensor(xs), tg.tensor(ws), tg.tensor(bs), stride=2, padding=1, dilation=2, groups=2)
+    theirs = torch.nn.functional.conv1d(torch.tensor(xs), torch.tensor(ws), torch.tensor(bs), stride=2, padding=1,
+                                        dilation=2, groups=2)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [tg.int32, tg.int64])
+def test_conv_of_integers_is_exact_and_keeps_the_dtype(dtype):
+    """PyTorch's CPU convolves int32 and int64 tensors (no gradient); so do we, exactly."""
+    rng = np.random.default_rng(0)
+    x, w, b = rng.integers(-9, 10, (2, 4, 5, 5)), rng.integers(-9, 10, (4, 2, 3, 2)), rng.integers(-9, 10, 4)
+    out = F.conv2d(tg.tensor(x, dtype=dtype), tg.tensor(w, dtype=dtype), tg.tensor(b, dtype=dtype), stride=(2, 1),
+                   padding=1, groups=2)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out.numpy(), conv2d_np(x, w, b, (2, 1), ((1, 1), (1, 1)), (1, 1), 2))
+    assert F.conv1d(tg.tensor(x[:, :, 0], dtype=dtype), tg.tensor(w[:, :, 0], dtype=dtype), groups=2).dtype == dtype
+    assert F.conv_transpose2d(tg.tensor(x, dtype=dtype), tg.tensor(w, dtype=dtype)).dtype == dtype
+
+
+def test_convolutions_of_empty_batches_and_outputs_follow_pytorch():
+    w = tg.randn(2, 1, 2, 3, requires_grad=True)
+    assert F.conv2d(tg.zeros(0, 1, 4, 4), w).shape == (0, 2, 3, 2)
+    # a transposed convolution of an empty batch is empty; of no channels, the bias alone
+    assert F.conv_transpose2d(tg.zeros(0, 2, 3, 3), w).shape == (0, 1, 4, 5)
+    np.testing.assert_array_equal(F.conv_transpose2d(tg.zeros(2, 0, 3, 3), tg.zeros(0, 1, 2, 2),
+                                                     tg.tensor([1.5])).numpy(), np.full((2, 1, 4, 4), 1.5))
+    # an empty output: PyTorch's oneDNN path (float32, a batch of 2 or more) returns it, the others refuse
+    out = F.conv_transpose2d(tg.ones(2, 2, 1, 5), w, stride=2, padding=1)
+    assert out.shape == (2, 1, 0, 9)
+    out.sum().backward()
+    assert w.grad.shape == w.shape and not w.grad.numpy().any()
+    with pytest.raises(RuntimeError, match="empty output"):
+        F.conv_transpose2d(tg.ones(1, 2, 1, 5), w, stride=2, padding=1)
+    with pytest.raises(RuntimeError, match="empty output"):
+        F.conv_transpose2d(tg.ones(2, 2, 1, 5, dtype=tg.float64), w.double(), stride=2, padding=1)
+    with pytest.raises(RuntimeError, match="empty image"):
+        F.conv_transpose2d(tg.ones(1, 2, 4, 0), w)
+
+
+# ----------------------------------------------------------------------------- 1-d pooling, small inputs
+@fewer_examples
+@given(st.data())
+def test_max_pool1d_and_avg_pool1d(data):
+    """The 2-d references on height-1 images."""
+    k, stride = data.draw(st.integers(1, 3)), data.draw(st.sampled_from([None, 1, 2]))
+    padding, ceil = data.draw(st.integers(0, k // 2)), data.draw(st.booleans())
+    length = data.draw(st.integers(max(1, k - 2 * padding), 6))
+    shape = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3)), length)
+    x = data.draw(spread(shape))
+    s = stride or k
+    check_op(lambda t: F.max_pool1d(t, k, stride, padding, ceil_mode=ceil),
+             lambda a: max_pool2d_np(a[:, :, None], (1, k), (1, s), (0, padding), (1, 1), ceil)[0][:, :, 0], x,
+             second_order=True)
+    _, indices = F.max_pool1d(tg.tensor(x), k, stride, padding, ceil_mode=ceil, return_indices=True)
+    np.testing.assert_array_equal(indices.numpy(),
+                                  max_pool2d_np(x[:, :, None], (1, k), (1, s), (0, padding), (1, 1), ceil)[1][:, :, 0])
+    include = data.draw(st.booleans())
+    check_op(lambda t: F.avg_pool1d(t, k, stride, padding, ceil, include),
+             lambda a: avg_pool2d_np(a[:, :, None], (1, k), (1, s), (0, padding), ceil, include)[:, :, 0], x,
+             second_order=True)
+
+
+def test_1d_pooling_unbatched_and_errors():
+    assert F.max_pool1d(tg.randn(3, 6), 2).shape == (3, 3)
+    assert F.avg_pool1d(tg.randn(3, 6), 3).shape == (3, 2)
+    with pytest.raises(RuntimeError, match="max_pool1d: .*too small"):
+        F.max_pool1d(tg.randn(2, 2), 3)
+    with pytest.raises(RuntimeError, match="max_pool1d: expected a 2-d or 3-d .* got shape \\(2, 0, 5\\)"):
+        F.max_pool1d(tg.randn(2, 0, 5), 3)
+    with pytest.raises(NotImplementedError, match="max_pool1d: not implemented for int64"):   # PyTorch: floats
+        F.max_pool1d(tg.ones(1, 2, 4, dtype=tg.int64), 2)
+    with pytest.raises(TypeError, match="max_pool1d: kernel_size must be an int"):
+        F.max_pool1d(tg.randn(1, 2, 4), (2, 2))
+
+
+def test_pooling_keeps_a_ceil_mode_window_longer_than_the_input_as_pytorch():
+    """PyTorch's output size, floor or ceil of (size + 2 padding - span) / stride plus 1, may count a ceil_mode
+    window that reaches past a short input; it averages (or takes the largest of) the part inside."""
+    x = tg.tensor([[[[1.0, 5.0]]]])
+    np.testing.assert_array_equal(F.max_pool2d(x, 2, ceil_mode=True).numpy(), [[[[5.0]]]])
+    np.testing.assert_array_equal(F.avg_pool2d(x, 2, ceil_mode=True).numpy(), [[[[3.0]]]])
+    with pytest.raises(RuntimeError, match="too small"):
+        F.max_pool2d(x, 2)
+
+
+# ----------------------------------------------------------------------------- adaptive_avg_pool2d
+def adaptive_avg_pool2d_np(x, size):
+    """Output (i, j) averages rows floor(i H / OH) .. ceil((i + 1) H / OH) - 1, and likewise the columns."""
+    h, w = x.shape[-2:]
+    oh, ow = size
+    out = np.zeros(x.shape[:-2] + (oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            rows = slice(i * h // oh, -(-(i + 1) * h // oh))
+            cols = slice(j * w // ow, -(-(j + 1) * w // ow))
+            out[..., i, j] = x[..., rows, cols].mean(axis=(-2, -1))
+    return out
+
+
+@fewer_examples
+@given(st.data())
+def test_adaptive_avg_pool2d(data):
+    shape = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 6)),
+             data.draw(st.integers(1, 6)))
+    if data.draw(st.booleans()):
+        shape = shape[1:]                                     # unbatched
+    size = (data.draw(st.integers(1, 7)), data.draw(st.integers(1, 7)))
+    x = data.draw(values(shape))
+    check_op(lambda t: F.adaptive_avg_pool2d(t, size), lambda a: adaptive_avg_pool2d_np(a, size), x, second_order=True)
+
+
+def test_adaptive_avg_pool2d_sizes_errors_and_pytorch():
+    x = tg.randn(2, 3, 5, 7)
+    assert F.adaptive_avg_pool2d(x, 3).shape == (2, 3, 3, 3)
+    assert F.adaptive_avg_pool2d(x, (None, 2)).shape == (2, 3, 5, 2)      # None keeps the input's size
+    assert F.adaptive_avg_pool2d(x, (0, 2)).shape == (2, 3, 0, 2)
+    # (1, 1) is the mean over the last two dims, for any input with two (PyTorch's shortcut)
+    np.testing.assert_allclose(F.adaptive_avg_pool2d(x, 1).numpy(), x.numpy().mean((-2, -1), keepdims=True), rtol=1e-6)
+    assert np.isnan(F.adaptive_avg_pool2d(tg.ones(1, 3, 0), 1).numpy()).all()
+    with pytest.raises(RuntimeError, match="adaptive_avg_pool2d: expected a 3-d"):
+        F.adaptive_avg_pool2d(tg.ones(3, 5), 2)
+    with pytest.raises(RuntimeError, match="nothing empty but the batch"):
+        F.adaptive_avg_pool2d(tg.ones(1, 4, 0), 2)
+    with pytest.raises(NotImplementedError, match="int64"):
+        F.adaptive_avg_pool2d(tg.ones(1, 2, 3, dtype=tg.int64), 2)
+    with pytest.raises(RuntimeError, match=">= 0"):
+        F.adaptive_avg_pool2d(x, -1)
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(0).standard_normal((2, 3, 5, 7))
+    for size in (3, (2, 4), (5, 6), (4, None)):
+        np.testing.assert_allclose(F.adaptive_avg_pool2d(tg.tensor(a), size).numpy(),
+                                   torch.nn.functional.adaptive_avg_pool2d(torch.tensor(a), size).numpy(), rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- unfold
+def unfold_np(x, k, d, p, s):
+    """(N, C, H, W) -> (N, C kh kw, L): window l's values, channel by channel, kernel row by row."""
+    n, c, h, w = x.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])))
+    oh = (h + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (w + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    out = np.zeros((n, c, k[0], k[1], oh, ow))
+    for i in range(k[0]):
+        for j in range(k[1]):
+            out[:, :, i, j] = padded[:, :, i * d[0]:i * d[0] + (oh - 1) * s[0] + 1:s[0],
+                                     j * d[1]:j * d[1] + (ow - 1) * s[1] + 1:s[1]]
+    return out.reshape(n, c * k[0] * k[1], oh * ow)
+
+
+@fewer_examples
+@given(st.data())
+def test_unfold(data):
+    k = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    d, p, s = [(data.draw(st.integers(lo, 2)), data.draw(st.integers(lo, 2))) for lo in (1, 0, 1)]
+    size = tuple(data.draw(st.integers(max(1, dd * (kk - 1) + 1 - 2 * pp), 6)) for kk, dd, pp in zip(k, d, p))
+    x = data.draw(values((data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3)), *size)))
+    check_op(lambda t: F.unfold(t, k, d, p, s), lambda a: unfold_np(a, k, d, p, s), x, second_order=True)
+
+
+def test_unfold_shapes_errors_and_pytorch():
+    assert F.unfold(tg.randn(2, 3, 4), 2).shape == (8, 6)                  # unbatched (C, H, W)
+    assert F.unfold(tg.zeros(0, 2, 3, 4), 2).shape == (0, 8, 6)
+    assert F.unfold(tg.ones(1, 1, 2, 2, dtype=tg.bool), 1).dtype == tg.bool
+    with pytest.raises(IndexError, match="unfold: expected a 3-d"):
+        F.unfold(tg.ones(3, 4), 2)
+    with pytest.raises(RuntimeError, match="nothing empty but the batch"):
+        F.unfold(tg.ones(1, 0, 3, 4), 2)
+    with pytest.raises(RuntimeError, match="each must be at least one"):
+        F.unfold(tg.ones(1, 2, 3, 4), 4)
+    with pytest.raises(NotImplementedError, match="int64"):
+        F.unfold(tg.ones(1, 2, 3, 4, dtype=tg.int64), 2)
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(0).standard_normal((2, 3, 5, 6))
+    np.testing.assert_array_equal(F.unfold(tg.tensor(a), (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)).numpy(),
+                                  torch.nn.functional.unfold(torch.tensor(a), (2, 3), dilation=(1, 2), padding=1,
+                                                             stride=(2, 1)).numpy())
+
+
 # ----------------------------------------------------------------------------- errors
 def test_errors_name_the_op_and_the_shapes():
     x, w = tg.randn(1, 4, 5, 5), tg.randn(8, 3, 3, 3)
@@ -327,7 +539,7 @@ def test_errors_name_the_op_and_the_shapes():
         F.conv2d(tg.randn(1, 3, 5, 5), w, stride=1.5)
     with pytest.raises(RuntimeError, match="padding must be non-negative"):
         F.conv2d(tg.randn(1, 3, 5, 5), w, padding=-1)
-    with pytest.raises(RuntimeError, match="padding='same' needs stride 1"):
+    with pytest.raises(RuntimeError, match="padding='same' is not supported for strided convolutions"):
         F.conv2d(tg.randn(1, 3, 5, 5), w, padding="same", stride=2)
     with pytest.raises(RuntimeError, match="'valid' or 'same', got 'full'"):
         F.conv2d(tg.randn(1, 3, 5, 5), w, padding="full")
@@ -335,8 +547,12 @@ def test_errors_name_the_op_and_the_shapes():
         F.conv2d(tg.randn(1, 3, 5, 5), w, tg.randn(3))
     with pytest.raises(RuntimeError, match=r"3-d \(C, H, W\) or 4-d .* got shape \(5, 5\)"):
         F.conv2d(tg.randn(5, 5), w)
-    with pytest.raises(RuntimeError, match="floating-point input, got int64"):
+    with pytest.raises(NotImplementedError, match="conv2d: not implemented for bool"):
+        F.conv2d(tg.zeros(1, 3, 5, 5, dtype=tg.bool), w.to(dtype=tg.bool))
+    with pytest.raises(RuntimeError, match="same dtype"):
         F.conv2d(tg.zeros(1, 3, 5, 5, dtype=tg.int64), w)
+    with pytest.raises(RuntimeError, match="empty image"):
+        F.conv2d(tg.zeros(1, 3, 0, 5), w, padding=2)
     with pytest.raises(RuntimeError, match="same dtype"):
         F.conv2d(tg.randn(1, 3, 5, 5, dtype=tg.float64), w)
 
@@ -349,8 +565,11 @@ def test_transpose_and_pool_errors():
         F.conv_transpose2d(tg.randn(1, 2, 4, 4), tg.randn(2, 3, 3, 3), stride=2, output_padding=2)
     with pytest.raises(RuntimeError, match=r"max_pool2d: padding \(2, 2\) must be at most half of kernel_size"):
         F.max_pool2d(tg.randn(1, 1, 6, 6), 3, padding=2)
-    with pytest.raises(RuntimeError, match="max_pool2d: the kernel .* is bigger than the padded input"):
+    with pytest.raises(RuntimeError, match=r"max_pool2d: an input of spatial size \(2, 2\) .* output of size "
+                                           r"\(0, 0\), too small"):
         F.max_pool2d(tg.randn(1, 1, 2, 2), 3)
+    with pytest.raises(RuntimeError, match="nothing empty but the batch"):
+        F.max_pool2d(tg.randn(1, 1, 0, 2), 1)
     with pytest.raises(RuntimeError, match="avg_pool2d: stride must be positive"):
         F.avg_pool2d(tg.randn(1, 1, 4, 4), 2, stride=0)
     with pytest.raises(RuntimeError, match="divisor_override must be a non-zero int"):

@@ -203,7 +203,7 @@ def test_l1_loss(shapes_, data, reduction):
 
 @pytest.mark.parametrize("shape_a, shape_b", [((2, 3), (3,)), ((3,), (2, 1))])
 def test_mse_loss_broadcast_reductions(shape_a, shape_b):
-    a, b = tg.zeros(*shape_a), tg.ones(*shape_b)
+    a, b = tg.zeros(shape_a), tg.ones(shape_b)
     assert F.mse_loss(a, b, reduction="none").shape == np.broadcast_shapes(shape_a, shape_b)
     assert F.mse_loss(a, b, reduction="sum").item() == 6.0
     assert F.mse_loss(a, b).item() == 1.0                  # the mean is over the broadcast shape
@@ -232,10 +232,25 @@ def test_layer_norm(device, data, batch, normalized, with_weight, with_bias, eps
 
 
 def test_layer_norm_shape_mismatch():
-    with pytest.raises(ValueError, match=r"\(2, 3\).*\(4,\)"):
+    # RuntimeError, as PyTorch raises for a shape that does not fit
+    with pytest.raises(RuntimeError, match=r"\(2, 3\).*\(4,\)"):
         F.layer_norm(tg.zeros(2, 3), 4)
-    with pytest.raises(ValueError, match="normalized_shape"):
+    with pytest.raises(RuntimeError, match="normalized_shape"):
         F.layer_norm(tg.zeros(2, 3), (2, 4))
+    with pytest.raises(RuntimeError, match="normalized_shape"):
+        F.layer_norm(tg.zeros(3), (1, 3))                 # more normalized dims than the input has
+    with pytest.raises(RuntimeError, match="weight of shape"):
+        F.layer_norm(tg.zeros(2, 3), 3, weight=tg.ones(2))
+
+
+@pytest.mark.parametrize("shape, normalized", [((0, 3), (3,)), ((2, 0), (0,)), ((0,), (0,)), ((2, 1, 0), (1, 0))])
+def test_layer_norm_of_empty_tensors_is_empty_as_in_pytorch(shape, normalized):
+    x = tg.zeros(shape, requires_grad=True)
+    w, b = tg.ones(normalized, requires_grad=True), tg.zeros(normalized, requires_grad=True)
+    out = F.layer_norm(x, normalized, w, b)
+    assert out.shape == shape and out.dtype == tg.float32
+    out.sum().backward()
+    assert w.grad.shape == normalized and not w.grad.numpy().any()      # nothing was normalised: 0
 
 
 # ----------------------------------------------------------------------------- embedding
@@ -265,8 +280,38 @@ def test_embedding_errors():
         F.embedding(tg.tensor([0, 4], device="cpu"), w)
     with pytest.raises(IndexError, match=r"index -1 "):
         F.embedding(tg.tensor([-1, 2], device="cpu"), w)
-    with pytest.raises(TypeError, match="integer"):
+    with pytest.raises(RuntimeError, match="integer tensor .int64 or int32."):     # PyTorch: a RuntimeError too
         F.embedding(tg.tensor([0.0, 1.0]), w)
+    with pytest.raises(RuntimeError, match="weight must be 2-D"):
+        F.embedding(tg.tensor([0]), tg.zeros(4))
+    with pytest.raises(RuntimeError, match="no rows"):
+        F.embedding(tg.tensor([0]), tg.zeros(0, 2))
+    assert F.embedding(tg.zeros(0, dtype=tg.int64), tg.zeros(0, 2)).shape == (0, 2)
+    with pytest.raises(AssertionError, match="padding_idx=4 must be within num_embeddings"):    # PyTorch asserts
+        F.embedding(tg.tensor([0]), w, padding_idx=4)
+    with pytest.raises(AssertionError, match="padding_idx=-5"):
+        F.embedding(tg.tensor([0]), w, padding_idx=-5)
+
+
+@pytest.mark.parametrize("padding_idx", [1, -3])
+def test_embedding_padding_idx_gets_no_gradient_but_keeps_its_row(padding_idx):
+    """The padding row is looked up as any other, but its gradient is 0 (PyTorch's rule, so that a padding
+    token's vector stays as initialised); every other row gets the sum of its positions' upstream rows."""
+    weight = np.random.default_rng(0).standard_normal((4, 3))
+    ids = np.array([[1, 0, 1], [3, 1, 2]])
+    w = t64(weight)
+    out = F.embedding(tg.tensor(ids), w, padding_idx=padding_idx)
+    np.testing.assert_array_equal(out.numpy(), weight[ids])
+    upstream = np.random.default_rng(1).standard_normal(out.shape)
+    (out * tg.tensor(upstream)).sum().backward()
+    expected = np.zeros_like(weight)
+    np.add.at(expected, ids, upstream)
+    expected[padding_idx % 4] = 0
+    np.testing.assert_allclose(w.grad.numpy(), expected, rtol=1e-12)
+    torch = pytest.importorskip("torch")
+    tw = torch.tensor(weight, requires_grad=True)
+    (torch.nn.functional.embedding(torch.tensor(ids), tw, padding_idx=padding_idx) * torch.tensor(upstream)).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- dropout
@@ -497,3 +542,106 @@ def test_attention_errors():
         F.scaled_dot_product_attention(q, tg.zeros(1, 1, 2, 4), q)
     with pytest.raises(RuntimeError, match=r"batch dimensions of query \(1, 1, 2, 3\), key \(1, 2, 2, 3\)"):
         F.scaled_dot_product_attention(q, tg.zeros(1, 2, 2, 3), tg.zeros(1, 3, 2, 3), is_causal=True)
+
+
+def test_attention_at_the_edges_is_pytorchs():
+    """Empty dims, E = 0, and nan or inf in q, k, v: PyTorch's rules (nn/attention.py spells them out), checked
+    against torch itself on its CPU."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    nan, inf = math.nan, math.inf
+    cases = [  # (q shape, k shape, v shape, mask, is_causal)
+        ((3, 2), (0, 2), (0, 3), None, False),            # no keys: zeros
+        ((2, 3, 2), (2, 0, 2), (2, 0, 1), None, True),
+        ((3, 0), (4, 0), (4, 3), None, False),            # E = 0: every key weighs the same
+        ((2, 3, 0), (2, 4, 0), (2, 4, 3), None, True),
+        ((0, 2), (4, 2), (4, 3), None, False),            # an empty result
+        ((3, 2), (4, 2), (4, 0), None, False),
+        ((2, 1, 3, 2), (2, 1, 4, 2), (2, 1, 4, 2), None, True),
+        ((2, 3, 2), (2, 4, 2), (2, 4, 3), "bool", False),
+        ((3, 2), (4, 2), (4, 3), "float", False),
+    ]
+    for q_shape, k_shape, v_shape, mask_kind, causal in cases:
+        if causal and tg.default_device().startswith("cuda") and 0 not in q_shape + k_shape + v_shape:
+            continue        # on a GPU the fused causal kernels run, unchecked for nan (their arithmetic, not these rules)
+        q, k, v = (rng.standard_normal(s) for s in (q_shape, k_shape, v_shape))
+        for a in (q, k, v):                               # specials: nan, inf and -inf sprinkled in
+            if a.size:
+                a.flat[rng.integers(a.size)] = rng.choice([nan, inf, -inf])
+        mask = None
+        if mask_kind:
+            visible = rng.random((q_shape[-2], k_shape[-2])) < 0.5
+            visible[0] = False                            # a query that may attend to no key
+            mask = visible if mask_kind == "bool" else np.where(visible, 0.0, -inf)
+        ours_in = [tg.tensor(a) for a in (q, k, v)] + ([tg.tensor(mask)] if mask is not None else [])
+        theirs_in = [torch.tensor(a) for a in (q, k, v)] + ([torch.tensor(mask)] if mask is not None else [])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ours = F.scaled_dot_product_attention(*ours_in[:3], attn_mask=ours_in[3] if mask is not None else None,
+                                                  is_causal=causal).numpy()
+        theirs = torch.nn.functional.scaled_dot_product_attention(
+            *theirs_in[:3], attn_mask=theirs_in[3] if mask is not None else None, is_causal=causal).numpy()
+        assert ours.shape == theirs.shape, (q_shape, k_shape, v_shape)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12, err_msg=str((q_shape, mask_kind, causal)))
+
+
+def test_attention_shapes_errors():
+    with pytest.raises(RuntimeError, match="at least 2 dims"):
+        F.scaled_dot_product_attention(tg.zeros(3), tg.zeros(3), tg.zeros(3))
+    # an empty result, or no values, is computed before the shapes are compared (PyTorch returns it too)
+    assert F.scaled_dot_product_attention(tg.zeros(3, 2), tg.zeros(4, 3), tg.zeros(4, 0)).shape == (3, 0)
+    assert F.scaled_dot_product_attention(tg.zeros(3, 2), tg.zeros(1, 2), tg.zeros(0, 5)).shape == (3, 5)
+
+
+# ----------------------------------------------------------------------------- cosine_similarity
+def np_cosine_similarity(a, b, dim, eps=1e-8):
+    a, b = np.broadcast_arrays(a, b)
+    unit_a = a / np.maximum(np.sqrt((a * a).sum(dim, keepdims=True)), eps)
+    unit_b = b / np.maximum(np.sqrt((b * b).sum(dim, keepdims=True)), eps)
+    return (unit_a * unit_b).sum(dim)
+
+
+@given(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=3, max_side=3), st.data())
+def test_cosine_similarity(shapes_, data):
+    shapes_ = shapes_.input_shapes
+    ndim = max(len(s) for s in shapes_)
+    dim = data.draw(st.integers(-ndim, ndim - 1))
+    a, b = data.draw(values(shapes_[0], away_from=(0.0,))), data.draw(values(shapes_[1], away_from=(0.0,)))
+    check_op(lambda x, y: F.cosine_similarity(x, y, dim), lambda x, y: np_cosine_similarity(x, y, dim), a, b,
+             second_order=True)
+
+
+def test_cosine_similarity_edges_dtypes_and_pytorch():
+    # a zero vector gives 0 (its length is clamped at eps); parallel vectors 1, opposite ones -1
+    np.testing.assert_allclose(F.cosine_similarity(tg.tensor([[0.0, 0.0], [1.0, 2.0], [1.0, 2.0]]),
+                                                   tg.tensor([[1.0, 1.0], [2.0, 4.0], [-1.0, -2.0]])).numpy(),
+                               [0.0, 1.0, -1.0], atol=1e-7)
+    assert F.cosine_similarity(tg.tensor(2.0), tg.tensor(3.0), dim=0).item() == 1.0          # 0-d: dim 0 or -1
+    assert F.cosine_similarity(tg.tensor([1, 2]), tg.tensor([1.0, 2.0]), dim=0).dtype == tg.float32
+    assert F.cosine_similarity(tg.ones(3, dtype=tg.float16), tg.ones(3, dtype=tg.bfloat16), dim=0).dtype == tg.float32
+    with pytest.raises(RuntimeError, match="floating-point"):
+        F.cosine_similarity(tg.tensor([1, 2]), tg.tensor([1, 2]), dim=0)
+    with pytest.raises(RuntimeError, match="cannot be broadcast"):
+        F.cosine_similarity(tg.ones(2, 3), tg.ones(3, 3), dim=5)           # the shapes before the dim
+    with pytest.raises(IndexError, match="dim 1"):
+        F.cosine_similarity(tg.tensor(2.0), tg.tensor(3.0), dim=1)
+    torch = pytest.importorskip("torch")
+    a, b = np.random.default_rng(0).standard_normal((2, 3, 4)), np.random.default_rng(1).standard_normal((3, 1))
+    np.testing.assert_allclose(F.cosine_similarity(tg.tensor(a), tg.tensor(b), dim=1).numpy(),
+                               torch.nn.functional.cosine_similarity(torch.tensor(a), torch.tensor(b), dim=1).numpy(),
+                               rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- dropout of other dtypes
+def test_dropout_of_integers_and_empty_tensors_follows_pytorch():
+    ints = tg.tensor([1, 2, 3])
+    assert F.dropout(ints, 0.5, training=False) is ints and F.dropout(ints, 0.0) is ints
+    zeros = F.dropout(ints, 1.0)
+    assert zeros.dtype == tg.int64 and zeros.tolist() == [0, 0, 0]
+    assert F.dropout(tg.tensor([True]), 1.0).tolist() == [False]
+    with pytest.raises(RuntimeError, match="a float, which a int64 tensor cannot hold"):
+        F.dropout(ints, 0.5)
+    empty = tg.zeros(0, dtype=tg.int64)
+    assert F.dropout(empty, 0.5) is empty
+    x = tg.tensor([math.inf, 1.0])
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(F.dropout(x, 1.0).numpy()[0])        # x * 0, as PyTorch computes it

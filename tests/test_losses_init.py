@@ -7,6 +7,7 @@ of +-1000, zero vectors, everything ignored) and the errors. The initialisers ar
 statistics of 10^5 draws (std within 2% of the formula's; the standard error is about 0.2%) and
 by their bounds.
 """
+import contextlib
 import math
 
 import numpy as np
@@ -159,6 +160,7 @@ def bce_case(draw, x_values):
 @given(case=bce_case(lambda shape: values(shape, 0.05, 0.95)), reduction=REDUCTIONS)
 def test_binary_cross_entropy(case, reduction):
     x, t, weight = case
+    t = np.asarray(np.clip(t, 1e-3, 1 - 1e-3))      # central differences step the target by 1e-6: it must stay in [0, 1]
     weight_t = None if weight is None else tg.tensor(weight, dtype=tg.float64)
     check_op(lambda a, b: F.binary_cross_entropy(a, b, weight_t, reduction),
              lambda a, b: np_bce(a, b, weight, reduction), x, t, second_order=True)
@@ -178,6 +180,11 @@ def test_binary_cross_entropy_at_zero_and_one_is_finite_as_in_pytorch():
 def test_binary_cross_entropy_errors():
     with pytest.raises(RuntimeError, match="binary_cross_entropy: all elements of input must be probabilities"):
         F.binary_cross_entropy(tg.tensor([0.5, 1.5]), tg.tensor([0.0, 1.0])).item()
+    # nan is no probability either, and targets are checked too (as PyTorch does)
+    with pytest.raises(RuntimeError, match="all elements of input must be probabilities"):
+        F.binary_cross_entropy(tg.tensor([0.5, math.nan]), tg.tensor([0.0, 1.0])).item()
+    with pytest.raises(RuntimeError, match="all elements of target must be probabilities"):
+        F.binary_cross_entropy(tg.tensor([0.5, 0.5]), tg.tensor([0.0, 1.5])).item()
     with pytest.raises(ValueError, match=r"binary_cross_entropy: target of shape \(1,\) must have the input's shape"):
         F.binary_cross_entropy(tg.tensor([0.5, 0.5]), tg.tensor([1.0]))
     with pytest.raises(RuntimeError, match="binary_cross_entropy: shapes"):
@@ -225,8 +232,137 @@ def test_binary_cross_entropy_with_logits_errors():
                                            pos_weight=tg.tensor([1.0, 2.0, 3.0]))
 
 
+# ----------------------------------------------------------------------------- smooth_l1, huber, kl_div
+def np_smooth_l1(x, t, beta):
+    z = np.abs(x - t)
+    return np.where(z < beta, 0.5 * z * z / beta, z - 0.5 * beta) if beta else z
+
+
+def np_huber(x, t, delta):
+    z = np.abs(x - t)
+    return np.where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta))
+
+
+@st.composite
+def pair_case(draw, kinks):
+    """x and t of mutually broadcastable shapes, |x - t| kept 1e-3 away from the kinks."""
+    shapes_ = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3)).input_shapes
+    x, t = draw(values(shapes_[0])), draw(values(shapes_[1]))
+    d = np.abs(np.broadcast_to(x, np.broadcast_shapes(x.shape, t.shape)) - t)
+    for k in kinks:
+        if np.any(np.abs(d - k) < 1e-3):
+            return draw(pair_case(kinks))
+    return x, t
+
+
+@given(data=st.data(), beta=st.sampled_from([1.0, 0.5, 0.0]), reduction=REDUCTIONS)
+def test_smooth_l1_loss(data, beta, reduction):
+    x, t = data.draw(pair_case((0.0, beta)))
+    check_op(lambda a, b: F.smooth_l1_loss(a, b, reduction=reduction, beta=beta),
+             lambda a, b: np_reduce(np_smooth_l1(a, b, beta), reduction), x, t, second_order=True)
+
+
+@given(data=st.data(), delta=st.sampled_from([1.0, 0.5, 2.0]), reduction=REDUCTIONS)
+def test_huber_loss(data, delta, reduction):
+    x, t = data.draw(pair_case((0.0, delta)))
+    check_op(lambda a, b: F.huber_loss(a, b, reduction=reduction, delta=delta),
+             lambda a, b: np_reduce(np_huber(a, b, delta), reduction), x, t, second_order=True)
+
+
+def test_huber_is_delta_times_smooth_l1_and_the_slopes_meet_at_the_kink():
+    x = tg.tensor([-3.0, -0.5, 0.25, 2.0, 0.75], dtype=tg.float64, requires_grad=True)
+    t = tg.zeros(5, dtype=tg.float64)
+    np.testing.assert_allclose(F.huber_loss(x, t, "none", delta=0.75).numpy(),
+                               0.75 * F.smooth_l1_loss(x, t, reduction="none", beta=0.75).numpy(), rtol=1e-15)
+    F.huber_loss(x, t, "sum", delta=0.75).backward()
+    np.testing.assert_allclose(x.grad.numpy(), [-0.75, -0.5, 0.25, 0.75, 0.75])      # at |d| = delta: delta
+
+
+def np_kl_div(x, t, reduction, log_target):
+    if log_target:
+        losses = np.exp(t) * (t - x)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            losses = np.where(t == 0, 0.0, t * np.log(np.where(t == 0, 1.0, t))) - t * x
+    if reduction == "batchmean":
+        return losses.sum() / x.shape[0] if x.ndim else losses.sum()
+    return np_reduce(losses, reduction)
+
+
+@given(data=st.data(), reduction=st.sampled_from(["batchmean", "sum", "mean", "none"]), log_target=st.booleans())
+def test_kl_div(data, reduction, log_target):
+    shapes_ = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3)).input_shapes
+    x = data.draw(values(shapes_[0], -3.0, 0.0))                          # log-probabilities
+    t = data.draw(values(shapes_[1], -3.0, 0.0) if log_target else values(shapes_[1], 0.05, 1.0))
+    with pytest.warns(UserWarning, match="batch size") if reduction == "mean" else contextlib.nullcontext():
+        check_op(lambda a, b: F.kl_div(a, b, reduction=reduction, log_target=log_target),
+                 lambda a, b: np_kl_div(a, b, reduction, log_target), x, t, second_order=True)
+
+
+def test_kl_div_of_a_zero_target_is_zero_with_a_finite_gradient():
+    x = tg.tensor([-1.0, -2.0], dtype=tg.float64, requires_grad=True)
+    t = tg.tensor([0.0, 1.0], dtype=tg.float64, requires_grad=True)
+    loss = F.kl_div(x, t, reduction="sum")
+    assert loss.item() == 2.0                      # 0 log 0 = 0, and 1 (log 1 - (-2))
+    loss.backward()
+    assert np.isfinite(t.grad.numpy()).all()
+
+
+def test_pointwise_losses_dtypes_and_errors_as_in_pytorch():
+    ints = tg.tensor([0, 1])
+    with pytest.raises(NotImplementedError, match="smooth_l1_loss: not implemented for int64"):
+        F.smooth_l1_loss(ints, ints)
+    assert F.smooth_l1_loss(ints, tg.tensor([2, 1]), reduction="sum", beta=0.0).tolist() == 2   # beta 0: l1
+    with pytest.raises(RuntimeError, match="smooth_l1_loss: beta must be >= 0"):
+        F.smooth_l1_loss(tg.ones(2), tg.ones(2), beta=-1.0)
+    with pytest.raises(RuntimeError, match="huber_loss: delta must be > 0"):
+        F.huber_loss(tg.ones(2), tg.ones(2), delta=0.0)
+    with pytest.raises(NotImplementedError, match="huber_loss: not implemented for int64"):
+        F.huber_loss(ints, ints)
+    with pytest.raises(RuntimeError, match="cannot hold it"):          # the loss keeps input's dtype
+        F.huber_loss(ints, tg.ones(2))
+    assert F.huber_loss(tg.ones(2, dtype=tg.float16), tg.ones(2)).dtype == tg.float16
+    # the other losses expand first: a 0-d input no longer gives way to the other's dtype
+    assert F.smooth_l1_loss(tg.tensor(1.0), tg.ones(2, dtype=tg.float16)).dtype == tg.float32
+    assert F.mse_loss(tg.tensor(1.0), tg.ones(2, dtype=tg.float16)).dtype == tg.float32
+    with pytest.raises(NotImplementedError, match="mse_loss: not implemented for int64"):
+        F.mse_loss(ints, ints)
+    assert F.mse_loss(tg.tensor([True]), tg.tensor([0.5], dtype=tg.bfloat16)).dtype == tg.bfloat16
+    with pytest.raises(RuntimeError, match="l1_loss.*bool") as refused:    # PyTorch's subtraction refuses bool
+        F.l1_loss(tg.ones(2), tg.tensor([True, False]))
+    assert refused.type is RuntimeError
+    for fn in (F.smooth_l1_loss, F.huber_loss, F.mse_loss, F.l1_loss):
+        with pytest.raises(RuntimeError, match="cannot be broadcast"):      # the shapes before the reduction
+            fn(tg.ones(2), tg.ones(3), reduction="batchmean")
+        with pytest.raises(ValueError, match="reduction must be"):
+            fn(tg.ones(2), tg.ones(2), reduction="batchmean")
+    with pytest.raises(RuntimeError, match="kl_div: integer inputs are not supported"):
+        F.kl_div(ints, tg.ones(2), reduction="sum")
+    with pytest.raises(ValueError, match="kl_div: reduction must be"):
+        F.kl_div(tg.ones(2), tg.ones(2), reduction="avg")
+    assert F.kl_div(tg.tensor(-1.0), tg.tensor(0.5), reduction="batchmean").shape == ()      # 0-d: the sum
+
+
+def test_new_losses_are_pytorchs():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((3, 4)), rng.standard_normal((4,))
+    p = rng.uniform(0.05, 1, (3, 4))
+    for ours, theirs in [(F.smooth_l1_loss(tg.tensor(x), tg.tensor(t), beta=0.5),
+                          torch.nn.functional.smooth_l1_loss(torch.tensor(x), torch.tensor(t).expand(3, 4), beta=0.5)),
+                         (F.huber_loss(tg.tensor(x), tg.tensor(t), reduction="sum", delta=0.7),
+                          torch.nn.functional.huber_loss(torch.tensor(x), torch.tensor(t).expand(3, 4), reduction="sum",
+                                                         delta=0.7)),
+                         (F.kl_div(tg.tensor(x), tg.tensor(p), reduction="batchmean"),
+                          torch.nn.functional.kl_div(torch.tensor(x), torch.tensor(p), reduction="batchmean")),
+                         (F.kl_div(tg.tensor(x), tg.tensor(x), reduction="none", log_target=True),
+                          torch.nn.functional.kl_div(torch.tensor(x), torch.tensor(x), reduction="none",
+                                                     log_target=True))]:
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12, atol=1e-15)
+
+
 # ----------------------------------------------------------------------------- one_hot
-@pytest.mark.parametrize("dtype", [tg.int64, tg.int32])
+@pytest.mark.parametrize("dtype", [tg.int64])
 def test_one_hot(dtype):
     ids = np.array([[0, 2], [1, 0]])
     out = F.one_hot(tg.tensor(ids, dtype=dtype))
@@ -242,8 +378,10 @@ def test_one_hot_errors():
         F.one_hot(tg.tensor([0, -1, 2]))
     with pytest.raises(RuntimeError, match="one_hot: .*out of range for 2 classes"):
         F.one_hot(tg.tensor([0, 2]), 2).numpy()           # numpy(): on a GPU the check is read with the value
-    with pytest.raises(RuntimeError, match="one_hot: expects an integer tensor of class indices, got float32"):
+    with pytest.raises(RuntimeError, match="one_hot: expects an int64 tensor of class indices, got float32"):
         F.one_hot(tg.tensor([1.0]))
+    with pytest.raises(RuntimeError, match="got int32"):                  # PyTorch takes int64 only
+        F.one_hot(tg.tensor([1], dtype=tg.int32))
     with pytest.raises(RuntimeError, match="one_hot: cannot infer the number of classes from an empty tensor"):
         F.one_hot(tg.zeros(0, dtype=tg.int64))
     with pytest.raises(RuntimeError, match="one_hot: num_classes must be -1"):
@@ -252,10 +390,17 @@ def test_one_hot_errors():
 
 # ----------------------------------------------------------------------------- pad
 def np_pad(x, pad, mode="constant", value=0.0):
-    """np.pad with the positive amounts, then the negative ones cropped off (PyTorch's pad order)."""
+    """PyTorch's pad with NumPy: np.pad with the positive amounts, the negative ones cropped off; circular
+    padding crops first and then wraps around what is left."""
+    dims = [(x.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)]
+    if mode == "circular":
+        keep = [slice(None)] * x.ndim
+        for d, before, after in dims:
+            keep[d] = slice(max(-before, 0), x.shape[d] - max(-after, 0))
+        x = x[tuple(keep)]
+        dims = [(d, max(before, 0), max(after, 0)) for d, before, after in dims]
     grow, crop = [(0, 0)] * x.ndim, [slice(None)] * x.ndim
-    for i in range(len(pad) // 2):
-        dim, before, after = x.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]
+    for dim, before, after in dims:
         grow[dim] = (max(before, 0), max(after, 0))
         crop[dim] = slice(max(-before, 0), x.shape[dim] + max(before, 0) + max(after, 0) - max(-after, 0))
     np_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
@@ -265,16 +410,30 @@ def np_pad(x, pad, mode="constant", value=0.0):
 
 @st.composite
 def pad_case(draw):
-    shape = draw(shapes(min_dims=1))
+    """A constant padding of any dims (crops included), or a reflect / replicate / circular padding of the last
+    1-3 dims of an input with one or two more (PyTorch's rule), crops included, within each mode's limits."""
     mode = draw(st.sampled_from(["constant", "reflect", "replicate", "circular"]))
+    if mode == "constant":
+        shape = draw(shapes(min_dims=1))
+        padded = draw(st.integers(1, len(shape)))
+    else:
+        padded = draw(st.integers(1, 3))
+        shape = draw(shapes(min_dims=padded + 1, max_dims=padded + 2, max_side=3 if padded == 3 else 4))
     pad = []
-    for side in reversed(shape[len(shape) - draw(st.integers(1, len(shape))):]):
+    for side in reversed(shape[len(shape) - padded:]):
         if mode == "constant":                # crops too, as long as something (or nothing) is left
-            amounts = st.integers(-side, 3)
-        else:                                 # reflect mirrors at most side - 1, circular wraps at most once
-            amounts = st.integers(0, side - 1 if mode == "reflect" else side if mode == "circular" else 3)
-        before = draw(amounts)
-        after = draw(amounts.filter(lambda a: side + before + a >= 0))
+            before = draw(st.integers(-side, 3))
+            after = draw(st.integers(-(side + min(before, 0)), 3))
+        elif mode == "reflect":               # mirrors at most side - 1; keeps at least one element
+            before = draw(st.integers(-(side - 1), side - 1))
+            after = draw(st.integers(max(-(side - 1), 1 - side - before), side - 1))
+        elif mode == "replicate":
+            before = draw(st.integers(-(side - 1), 3))
+            after = draw(st.integers(1 - side - before, 3))
+        else:                                 # crops first, then wraps around what is left at most once
+            amounts = st.integers(-(side - 1), side)
+            before, after = draw(st.tuples(amounts, amounts).filter(
+                lambda ba: 1 <= side + min(ba[0], 0) + min(ba[1], 0) >= max(ba)))
         pad += [before, after]
     return draw(values(shape)), tuple(pad), mode
 
@@ -287,38 +446,68 @@ def test_pad(case, value):
 
 
 def test_pad_examples():
-    x = tg.tensor([1, 2, 3])
-    assert F.pad(x, (2, 1), "reflect").tolist() == [3, 2, 1, 2, 3, 2]
-    assert F.pad(x, (2, 1), "replicate").tolist() == [1, 1, 1, 2, 3, 3]
-    assert F.pad(x, (2, 1), "circular").tolist() == [2, 3, 1, 2, 3, 1]
-    padded = F.pad(x, (1, -1), value=7)
+    x = tg.tensor([[1, 2, 3]])
+    assert F.pad(x, (2, 1), "reflect").tolist() == [[3, 2, 1, 2, 3, 2]]
+    assert F.pad(x, (2, 1), "replicate").tolist() == [[1, 1, 1, 2, 3, 3]]
+    assert F.pad(x, (2, 1), "circular").tolist() == [[2, 3, 1, 2, 3, 1]]
+    assert F.pad(x, (-1, 1), "circular").tolist() == [[2, 3, 2]]       # crop 1, then wrap what is left
+    assert F.pad(x, (1, -1), "circular").tolist() == [[2, 1, 2]]
+    padded = F.pad(tg.tensor([1, 2, 3]), (1, -1), value=7)
     assert padded.tolist() == [7, 1, 2] and padded.dtype == tg.int64
     assert F.pad(tg.ones(2, 3), (1, 1, 2, 0)).shape == (4, 5)      # last dim first, as in PyTorch
+    assert F.pad(tg.ones(2, 2, 3), (0, 0, -1, -1), "reflect").shape == (2, 0, 3)   # one size left >= 1: allowed
+
+
+def test_pad_is_pytorchs():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    for shape, pad, mode in [((2, 3, 4), (-1, 2, 1, -1), "circular"), ((1, 2, 4), (-1, 2), "circular"),
+                             ((2, 3, 4), (2, -1, 1, 2), "reflect"), ((1, 2, 3, 4), (-1, 3, 2, -2), "replicate"),
+                             ((2, 2, 2, 2, 3), (1, 1, -1, 0, 1, 1), "circular"), ((3, 4), (-2, 1, 1, -3), "constant")]:
+        x = rng.standard_normal(shape)
+        np.testing.assert_array_equal(F.pad(tg.tensor(x), pad, mode).numpy(),
+                                      torch.nn.functional.pad(torch.tensor(x), pad, mode).numpy(), err_msg=str(pad))
 
 
 def test_pad_repeated_sources_add_their_gradients():
-    x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    x = tg.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
     F.pad(x, (2, 2), "replicate").sum().backward()
-    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 1.0, 3.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [[3.0, 1.0, 3.0]])
 
 
 def test_pad_errors():
     x = tg.ones(2, 3)
     with pytest.raises(RuntimeError, match="pad: needs two amounts"):
         F.pad(x, (1, 1, 1))
-    with pytest.raises(RuntimeError, match="pad: needs two amounts"):
+    with pytest.raises(RuntimeError, match="pad: 6 amounts pad 3 dims, but the input of shape"):
         F.pad(x, (1,) * 6)
     with pytest.raises(RuntimeError, match=r"pad: reflect padding \(3, 0\) must be less than the size 3"):
         F.pad(x, (3, 0), "reflect")
     with pytest.raises(RuntimeError, match="pad: circular padding .* wrap around more than once"):
         F.pad(x, (0, 4), "circular")
-    with pytest.raises(RuntimeError, match="pad: padding .* leaves a negative size"):
+    with pytest.raises(RuntimeError, match="wraps around what its crop leaves"):
+        F.pad(x, (3, -1), "circular")
+    with pytest.raises(RuntimeError, match="pad: padding .* crops dim 1 of size 3 below nothing"):
         F.pad(x, (-2, -2))
-    with pytest.raises(ValueError, match="pad: mode must be"):
+    with pytest.raises(RuntimeError, match="below nothing"):
+        F.pad(tg.ones(3, 0), (-1, 2))                  # PyTorch crops before it pads: -1 of nothing
+    with pytest.raises(NotImplementedError, match="unrecognised padding mode 'mirror'"):
         F.pad(x, (1, 1), "mirror")
-    with pytest.raises(RuntimeError, match="pad: reflect padding takes no value"):
+    with pytest.raises(RuntimeError, match="pad: mode 'reflect' takes no value"):
         F.pad(x, (1, 1), "reflect", value=1.0)
     assert F.pad(x, (1, 1), "reflect", value=0).shape == (2, 5)      # 0 passes, as in PyTorch
+    # PyTorch's non-constant modes pad the last 1-3 dims of an input with one or two more
+    with pytest.raises(NotImplementedError, match="not supported for a 1-d input"):
+        F.pad(tg.ones(3), (1, 1), "reflect")
+    with pytest.raises(NotImplementedError, match="not supported for a 2-d input"):
+        F.pad(x, (1, 1, 1, 1), "replicate")
+    with pytest.raises(RuntimeError, match="every dim but the batch"):
+        F.pad(tg.ones(2, 0, 3), (1, 1), "reflect")
+    with pytest.raises(RuntimeError, match="too small"):
+        F.pad(tg.ones(1, 2, 3), (0, 0, -1, -1), "replicate")
+    with pytest.raises(NotImplementedError, match="bool"):
+        F.pad(tg.ones(2, 3, dtype=tg.bool), (1, 1), "replicate")
+    assert F.pad(tg.ones(2, 3, dtype=tg.bool), (1, 1), "circular").dtype == tg.bool
 
 
 # ----------------------------------------------------------------------------- normalize
@@ -346,9 +535,26 @@ def test_normalize_zero_vector_stays_zero_with_a_finite_gradient():
     np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 3), 1e12))     # 1 / eps, as PyTorch gives it
 
 
-def test_normalize_errors():
-    with pytest.raises(ValueError, match="normalize: p must be positive"):
-        F.normalize(tg.ones(2, 2), p=0)
+def test_normalize_errors_and_other_norms():
+    with pytest.raises(RuntimeError, match="normalize: the norm needs a floating-point tensor, got int64"):
+        F.normalize(tg.ones(2, 2, dtype=tg.int64))
+    with pytest.raises(IndexError, match="dim 2"):
+        F.normalize(tg.ones(2, 2), dim=2)
+    x = np.array([[3.0, 0.0, -4.0], [0.0, 0.0, 2.0]])
+    # p = 0 divides by the count of nonzeros, p < 0 by the generalised mean's norm, as PyTorch's vector_norm
+    np.testing.assert_allclose(F.normalize(tg.tensor(x), p=0).numpy(), x / [[2.0], [1.0]])
+    np.testing.assert_allclose(F.normalize(tg.tensor(x), p=-math.inf, dim=0).numpy(), x / np.maximum(np.abs(x).min(0), 1e-12))
+
+
+def test_normalize_nan_and_inf_as_in_pytorch():
+    x = np.array([[math.inf, 1.0, 0.0], [math.nan, 1.0, 1.0], [0.0, 0.0, 0.0]], dtype=np.float32)
+    with np.errstate(invalid="ignore"):                 # inf / inf and 0 / 0, on purpose
+        out = F.normalize(tg.tensor(x), dim=1).numpy()
+    np.testing.assert_array_equal(np.isnan(out), [[True, False, False], [True, True, True], [False, False, False]])
+    np.testing.assert_array_equal(out[0, 1:], [0.0, 0.0])      # 1 / inf
+    # float16's eps of 1e-12 is 0: a zero vector gives 0 / 0
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(F.normalize(tg.zeros(1, 2, dtype=tg.float16)).numpy()).all()
 
 
 # ----------------------------------------------------------------------------- nn.init

@@ -61,14 +61,34 @@ def test_interpolate_errors():
         F.interpolate(x)
     with pytest.raises(ValueError, match="align_corners"):
         F.interpolate(x, size=2, align_corners=True)
-    with pytest.raises(ValueError, match="bilinear.*4-D"):
+    with pytest.raises(NotImplementedError, match="bilinear.*4-D"):          # PyTorch's class, too
         F.interpolate(x, size=2, mode="bilinear")
+    with pytest.raises(NotImplementedError, match="3-D, 4-D or 5-D"):
+        F.interpolate(tg.zeros(4, 4), size=2)
     with pytest.raises(NotImplementedError, match="bicubic"):
         F.interpolate(tg.zeros(1, 1, 4, 4), size=2, mode="bicubic")
     with pytest.raises(ValueError, match="one value per spatial dim"):
         F.interpolate(tg.zeros(1, 1, 4, 4), size=(2, 2, 2))
-    with pytest.raises(ValueError, match="positive"):
+    # sizes that leave nothing: RuntimeError, as PyTorch's kernels raise it
+    with pytest.raises(RuntimeError, match="greater than 0"):
         F.interpolate(x, scale_factor=0.1)
+    with pytest.raises(RuntimeError, match="greater than 0"):
+        F.interpolate(tg.zeros(1, 1, 0), size=3)
+
+
+def test_interpolate_keeps_pytorchs_infinities_and_nans():
+    """Where a neighbour's weight is 0, inf * 0 = nan reaches the output, as in PyTorch: an unchanged size blends
+    each position with itself (weights 1 and 0), and positions are computed as PyTorch's fused multiply-add
+    computes them (a tiny weight, not 0, keeps an infinity an infinity)."""
+    torch = pytest.importorskip("torch")
+    for x, kwargs in [(np.array([[[1.0, np.inf, -2.0, 0.5]]], np.float32), dict(size=4, mode="linear")),
+                      (np.array([[[-np.inf]]], np.float32), dict(size=5, mode="linear")),
+                      (np.array([[[0.0, 0.0, np.inf, 0.0, 0.0]]], np.float32), dict(scale_factor=3.0, mode="linear")),
+                      (np.array([[[[np.inf, 1.0], [2.0, -np.inf]]]], np.float16), dict(scale_factor=3.0, mode="bilinear"))]:
+        ours = F.interpolate(tg.tensor(x), **kwargs).numpy()
+        theirs = torch.nn.functional.interpolate(torch.tensor(x), **kwargs).numpy()
+        np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs), err_msg=str(kwargs))
+        np.testing.assert_allclose(np.nan_to_num(ours), np.nan_to_num(theirs), rtol=1e-3, err_msg=str(kwargs))
 
 
 @given(seed=st.integers(0, 2**32 - 1), batched=st.booleans())

@@ -2,14 +2,17 @@
 
 Each is a composition of Tensor ops, so its gradient and second derivative come from the ops
 it is made of. softplus, and logsigmoid and mish built on it, use the Softplus Function
-(ops/activations.py says why). Integer and bool inputs go where PyTorch takes them: hardtanh and relu6
-keep an integer tensor's dtype, softsign computes it in float32, and the others refuse both
-(NotImplementedError, as PyTorch's kernels have no integer versions).
+(ops/activations.py says why). Integer and bool inputs go where PyTorch takes them: hardtanh, relu6 and
+threshold keep an integer tensor's dtype, softsign and tanhshrink compute it in float32, and the others
+refuse both (NotImplementedError, as PyTorch's kernels have no integer versions). Bool is refused with
+PyTorch's kind of error: RuntimeError where it refuses bool on purpose (hardtanh, relu6, and tanhshrink and
+softmin, whose subtraction and negation do), NotImplementedError elsewhere.
 
 At their kinks they follow PyTorch's backward formulas:
 - leaky_relu, elu, selu, celu: at 0 the slope of the negative side (alpha for elu, 1 for celu);
 - hardtanh, relu6, hardsigmoid: gradient only strictly inside the sloped piece, 0 at its ends;
-- hardswish: slope x/3 + 1/2 strictly inside (-3, 3); 0 at -3 and 1 at 3.
+- hardswish: slope x/3 + 1/2 strictly inside (-3, 3); 0 at -3 and 1 at 3;
+- hardshrink, softshrink: 0 on [-lambd, lambd], ends included; threshold: 0 at x == threshold.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import math
 from .. import dtypes
 from ..ops.activations import Softplus
 from ..ops.elementwise import where
+from ..ops.movement import normalize_dim
 from ..tensor import Tensor
 
 # SELU's constants (Klambauer et al., 2017), to the digits PyTorch uses
@@ -61,9 +65,45 @@ def softsign(input: Tensor) -> Tensor:
     return input / (1 + input.abs())
 
 
-def softmin(input: Tensor, dim: int) -> Tensor:
-    """softmax(-x) along dim."""
-    return (-floating_only("softmin", input)).softmax(dim)
+# ----------------------------------------------------------------------------- softmax and friends
+def _implicit_softmax_dim(ndim: int) -> int:
+    """PyTorch's old rule for a softmax called without dim (it warns that this is deprecated): dim 0 for 0-, 1-
+    and 3-d inputs, else dim 1."""
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _softmax_family(op: str, input: Tensor, dim, dtype, method: str) -> Tensor:
+    """softmax or log_softmax along dim, in PyTorch's order of checks: the dim first (IndexError), then the
+    dtype (converted to `dtype` when one is given). There is no integer softmax (NotImplementedError), but an
+    empty integer tensor has nothing to compute and comes back as it is, as in PyTorch."""
+    if dim is None:
+        dim = _implicit_softmax_dim(input.ndim)
+    normalize_dim(op, dim, max(input.ndim, 1))             # a 0-d tensor takes dim 0 or -1
+    x = input if dtype is None else input.to(dtype=dtype)
+    if x.numel() == 0 and not x.is_floating_point():
+        return x.clone()
+    return getattr(x, method)(dim)
+
+
+def softmax(input: Tensor, dim: int = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """exp(x) / sum(exp(x)) along dim: positive, summing to 1. dtype converts x first (softmax of 16-bit
+    data in float32, say); computed in float32 for 16-bit floats and rounded once."""
+    return _softmax_family("softmax", input, dim, dtype, "softmax")
+
+
+def log_softmax(input: Tensor, dim: int = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """log(softmax(x)) along dim, computed as x - logsumexp(x) so that it stays finite where softmax
+    underflows to 0."""
+    return _softmax_family("log_softmax", input, dim, dtype, "log_softmax")
+
+
+def softmin(input: Tensor, dim: int = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """softmax(-x) along dim: the smallest values weigh most. Negating comes first, as in PyTorch, so a bool
+    tensor is refused for that (there is no -bool: a RuntimeError, PyTorch's class) before its dim is
+    looked at."""
+    dtypes.reject_bool("softmin", input.dtype, advice="negating a mask is ~mask; for numbers convert first, "
+                       "e.g. x.float()", error=RuntimeError)
+    return _softmax_family("softmin", -input, dim, dtype, "softmax")
 
 
 def _expm1_of_negative_part(x: Tensor) -> Tensor:
@@ -104,7 +144,7 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tens
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) must not be greater than max_val ({max_val})")
     x = input
-    dtypes.reject_bool("hardtanh", x.dtype)
+    dtypes.reject_bool("hardtanh", x.dtype, error=RuntimeError)
     if not x.is_floating_point():          # PyTorch keeps an integer tensor's dtype: the bounds become integers
         min_val, max_val = int(min_val), int(max_val)
     return where(x <= min_val, min_val, where(x >= max_val, max_val, x))
@@ -122,6 +162,66 @@ def hardsigmoid(input: Tensor) -> Tensor:
 
 def hardswish(input: Tensor) -> Tensor:
     """x * relu6(x + 3) / 6: 0 up to -3, x from 3 on, x (x + 3) / 6 between. Written piece by piece so
-    that the kinks get PyTorch's slopes: 0 at -3, 1 at 3 (the outer pieces' slopes)."""
+    that the kinks get PyTorch's slopes: 0 at -3, 1 at 3 (the outer pieces' slopes). The flat piece is
+    x * 0 rather than 0, as PyTorch's x * relu6(x + 3) / 6 computes it: -inf gives nan there, and
+    x < 0 gives -0.0."""
     x = floating_only("hardswish", input)
-    return where(x <= -3, 0.0, where(x >= 3, x, x * (x + 3) / 6))
+    return where(x <= -3, x * 0, where(x >= 3, x, x * (x + 3) / 6))
+
+
+# ----------------------------------------------------------------------------- shrinkage and thresholds
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x where |x| > lambd, 0 inside [-lambd, lambd] (the ends included). nan stays nan, as in PyTorch
+    (it is not inside the interval); a negative lambd makes the interval empty, so x comes back unchanged.
+    The gradient is 1 outside the interval and 0 inside it."""
+    x = floating_only("hardshrink", input)
+    return where((x >= -lambd) & (x <= lambd), 0.0, x)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x - lambd above lambd, x + lambd below -lambd, 0 between: hardshrink with the jumps taken out, so the
+    result is continuous. The middle piece is x * 0, as PyTorch computes it (nan stays nan, -0.5 gives -0.0).
+    lambd must be >= 0 (PyTorch refuses a negative one: the pieces would overlap)."""
+    x = floating_only("softshrink", input)
+    if not lambd >= 0:
+        raise RuntimeError(f"softshrink: lambda must be in range [0, inf) (a negative one makes the pieces "
+                           f"overlap), but found {lambd}")
+    return where(x > lambd, x - lambd, where(x < -lambd, x + lambd, x * 0))
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """x - tanh(x): about x^3 / 3 near 0, x -+ 1 far from it. An integer tensor computes in float32
+    (through tanh, as in PyTorch); a bool one has no subtraction."""
+    dtypes.reject_bool("tanhshrink", input.dtype, advice="convert first, e.g. x.float()", error=RuntimeError)
+    return input - input.tanh()
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """x where x > threshold, `value` elsewhere (nan stays nan: it is not <= threshold). The gradient passes
+    only where x > threshold. An integer tensor keeps its dtype: threshold and value become integers first
+    (truncated toward zero, as PyTorch converts them to the tensor's type); bool has no version."""
+    if inplace:
+        raise NotImplementedError("threshold: inplace=True is not supported here; use the returned tensor")
+    x = input
+    if x.dtype == dtypes.bool_:
+        raise NotImplementedError("threshold: not implemented for bool tensors (as in PyTorch); convert first, "
+                                  "e.g. x.float()")
+    if not x.is_floating_point():
+        threshold, value = int(threshold), int(value)
+    return where(x <= threshold, value, x)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """The gated linear unit: split x in two halves a, b along dim, and give a * sigmoid(b) (the second half
+    gates the first). The dim's size must be even; the result has half of it."""
+    if input.ndim == 0:
+        raise RuntimeError("glu: does not support 0-d tensors (scalars): the halved dim must have an even size")
+    d = normalize_dim("glu", dim, input.ndim)
+    size = input.shape[d]
+    if size % 2:
+        raise RuntimeError(f"glu: halving dimension must be even, but dimension {d} of input shape {input.shape} "
+                           f"is size {size}")
+    x = floating_only("glu", input)
+    a = x.narrow(d, 0, size // 2)
+    b = x.narrow(d, size // 2, size // 2)
+    return a * b.sigmoid()

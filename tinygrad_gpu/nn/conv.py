@@ -1,5 +1,6 @@
 """Convolution and pooling layers: Conv2d, MaxPool2d, AvgPool2d. Thin Modules around the functions of
-``ops/conv.py`` (F.conv2d, F.max_pool2d, F.avg_pool2d), with PyTorch's names and parameter layout."""
+``ops/conv.py`` and ``ops/pooling.py`` (F.conv2d, F.max_pool2d, F.avg_pool2d), with PyTorch's names and
+parameter layout."""
 from __future__ import annotations
 
 import math

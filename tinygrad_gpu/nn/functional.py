@@ -6,6 +6,13 @@ approximate="tanh", embedding, causal attention) route to fused ops instead
 (``tinygrad_gpu/ops/fused.py``: our CUDA kernels on emu and cuda, ``kernels/compiled_cpu.py`` or
 ``kernels/fast_cpu.py`` on cpu), behind the same signatures and computing the same values; ``with
 tinygrad_gpu.kernels.fused(False):`` runs the compositions those fused ops name instead.
+
+This file holds the hot ones and the classification losses; the rest live by family and are reached from
+here: activations and softmax (nn/activations.py), pointwise losses (nn/pointwise_losses.py), group and batch
+norm (nn/normalization.py), pad (nn/padding.py), cosine similarity (nn/distance.py), attention's edge rules
+(nn/attention.py), interpolate (nn/resampling.py), convolution and unfold (ops/conv.py), pooling
+(ops/pooling.py). Each follows PyTorch's checks in PyTorch's order, so that a wrong call raises the exception
+PyTorch raises (tests/test_torch_differential.py compares the two).
 """
 from __future__ import annotations
 
@@ -19,22 +26,28 @@ from ..amp import autocast_mode
 from ..ops import fused
 from .. import kernels
 from .. import random
-from ..creation import full, ones
+from ..creation import ones, zeros_like
 from ..ops import linalg
 from ..ops.activations import Softplus
 from ..ops.elementwise import check_broadcast, gelu as _gelu, where
 from ..ops.losses import BinaryCrossEntropy
-from ..ops.movement import cat
+from ..ops.movement import normalize_dim
 from ..tensor import Tensor
-from ..ops.conv import avg_pool2d, conv2d, conv_transpose2d, max_pool2d  # noqa: F401  (F.conv2d, ...)
-from .activations import (celu, elu, hardsigmoid, hardswish, hardtanh, leaky_relu, logsigmoid, mish,  # noqa: F401
-                          relu6, selu, silu, softmin, softplus, softsign)
+from ..ops.conv import conv1d, conv2d, conv_transpose2d, unfold  # noqa: F401  (F.conv2d, ...)
+from ..ops.pooling import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, max_pool1d,  # noqa: F401  (F.max_pool2d, ...)
+                           max_pool2d)
+from .activations import (celu, elu, glu, hardshrink, hardsigmoid, hardswish, hardtanh, leaky_relu,  # noqa: F401
+                          log_softmax, logsigmoid, mish, relu6, selu, silu, softmax, softmin, softplus, softshrink,
+                          softsign, tanhshrink, threshold)
+from . import attention as _attention
+from .distance import cosine_similarity  # noqa: F401  (F.cosine_similarity)
+from ..ops.compositions import vector_norm as _vector_norm
+from .normalization import batch_norm, group_norm  # noqa: F401  (F.batch_norm, F.group_norm)
+from .padding import pad  # noqa: F401  (F.pad)
+from .pointwise_losses import (check_reduction as _check_reduction, huber_loss, kl_div, l1_loss,  # noqa: F401
+                               mse_loss, smooth_l1_loss)
+from .pointwise_losses import apply_reduction as _reduce
 from .resampling import interpolate, max_unpool2d  # noqa: F401  (F.interpolate, F.max_unpool2d)
-
-
-def _check_reduction(op: str, reduction: str) -> None:
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
 def _use_fused(*tensors) -> bool:
@@ -43,22 +56,22 @@ def _use_fused(*tensors) -> bool:
     return kernels.fused_enabled() and given[0].is_floating_point() and all(t.dtype == given[0].dtype for t in given)
 
 
-def relu(x: Tensor) -> Tensor:
-    return x.relu()
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """max(x, 0); an integer tensor keeps its dtype; bool has no relu (a RuntimeError, as in PyTorch)."""
+    if inplace:
+        raise NotImplementedError("relu: inplace=True is not supported here; use the returned tensor")
+    dtypes.reject_bool("relu", input.dtype, error=RuntimeError)
+    return input.relu()
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """x * Phi(x), Phi the standard normal CDF; approximate="tanh" uses GPT-2's tanh formula instead.
+    The argument is checked before the dtype, as PyTorch does."""
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"gelu: approximate argument must be either 'none' or 'tanh', got {approximate!r}")
     if approximate == "tanh" and _use_fused(x):
         return fused.GeluTanh.apply(x)
     return _gelu(x, approximate)
-
-
-def softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
-    return x.softmax(dim, dtype)
-
-
-def log_softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
-    return x.log_softmax(dim, dtype)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor = None) -> Tensor:
@@ -71,10 +84,6 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor = None) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- losses
-def _reduce(losses: Tensor, reduction: str) -> Tensor:
-    return losses if reduction == "none" else losses.sum() if reduction == "sum" else losses.mean()
-
-
 def _class_rows(op: str, input: Tensor, target: Tensor, ignore_index: int):
     """Check class-index targets against (C,), (N, C) or (N, C, d1, ...) scores; return one row of scores
     per target (classes last, everything else flattened), the targets flat, and a bool array: not ignored."""
@@ -109,6 +118,9 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor = None, ignore_i
     weight (C,): each class's loss is scaled by its weight; with class indices, "mean" then divides by
     the kept targets' total weight (as nll_loss does), with probabilities by their count.
     """
+    if not input.is_floating_point():             # PyTorch's log_softmax refuses integers before any other check
+        raise NotImplementedError(f"cross_entropy: not implemented for {input.dtype} logits (as in PyTorch: there "
+                                  "is no integer log_softmax); convert them first, e.g. logits.float()")
     if weight is not None:
         return _weighted_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
     _check_reduction("cross_entropy", reduction)
@@ -149,14 +161,6 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor = None, ignore_i
     return (nll.sum() / count).to(dtype=loss_dtype)             # 0 kept targets gives nan, as in PyTorch
 
 
-def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """|input - target|, reduced (its gradient at 0 is 0, abs's)."""
-    _check_reduction("l1_loss", reduction)
-    check_broadcast("l1_loss", input.shape, target.shape)
-    input, target = autocast_mode.float32(input, target)
-    return _reduce((input - target).abs(), reduction)
-
-
 def _weighted_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing) -> Tensor:
     """cross_entropy with class weights, as Tensor ops (the fused op has no weights): log_softmax, then
     nll_loss's weighted sum; label smoothing adds e / C of every class's weighted log-probability, which
@@ -195,14 +199,6 @@ def _weighted_cross_entropy(input, target, weight, ignore_index, reduction, labe
     else:
         smooth = _reduce(smooth, reduction)
     return (1 - label_smoothing) * nll + smooth * (label_smoothing / n_classes)
-
-
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    _check_reduction("mse_loss", reduction)
-    check_broadcast("mse_loss", input.shape, target.shape)
-    input, target = autocast_mode.float32(input, target)
-    diff = input - target
-    return _reduce(diff * diff, reduction)
 
 
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor = None, ignore_index: int = -100,
@@ -255,11 +251,13 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor = None, r
     _check_same_shape("binary_cross_entropy", input, target, weight)
     x = input._floating()
     t = target.to(dtype=x.dtype)
-    message = "binary_cross_entropy: all elements of input must be probabilities, between 0 and 1"
-    with devices.use(x.device):
-        outside = (x.data < 0) | (x.data > 1)
-        deferred_checks.check(x.device, outside, RuntimeError, message,
-                              first_bad=lambda: f"{message}, got {x.data[outside][0]}")
+    # PyTorch checks both, each element in [0, 1] (so nan fails too): probabilities and their targets
+    for name, v in (("input", x), ("target", t)):
+        message = f"binary_cross_entropy: all elements of {name} must be probabilities, between 0 and 1"
+        with devices.use(v.device):
+            outside = ~((v.data >= 0) & (v.data <= 1))
+            deferred_checks.check(v.device, outside, RuntimeError, message,
+                                  first_bad=lambda: f"{message}, got {v.data[outside][0]}")
     losses = BinaryCrossEntropy.apply(x, t)
     return _reduce(losses if weight is None else losses * weight, reduction)
 
@@ -282,12 +280,13 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     return _reduce(losses if weight is None else losses * weight, reduction)
 
 
-# ----------------------------------------------------------------------------- one-hot, padding, normalising
+# ----------------------------------------------------------------------------- one-hot, normalising
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 tensor of shape (*tensor.shape, num_classes): 1 at each value's class, 0 elsewhere.
     num_classes=-1 takes the largest value + 1 (a read of the data: the result's shape depends on it)."""
-    if dtypes.category(tensor.dtype) != 1:
-        raise RuntimeError(f"one_hot: expects an integer tensor of class indices, got {tensor.dtype}")
+    if tensor.dtype != dtypes.int64:                     # PyTorch takes int64 (LongTensor) only
+        raise RuntimeError(f"one_hot: expects an int64 tensor of class indices, got {tensor.dtype}; convert it "
+                           "first, e.g. x.long()")
     if num_classes < -1:
         raise RuntimeError(f"one_hot: num_classes must be -1 (the largest value + 1) or a count, got {num_classes}")
     ids, device = tensor.data, tensor.device
@@ -309,73 +308,18 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     return Tensor._wrap(out, device)
 
 
-def _pad_constant(x: Tensor, dim: int, before: int, after: int, value) -> Tensor:
-    """Crop the negative amounts off dim, then put blocks full of `value` on the positive sides."""
-    n, keep = x.shape[dim], (slice(None),) * dim
-    x = x[keep + (slice(max(-before, 0), n - max(-after, 0)),)]
-
-    def block(size):
-        return full(x.shape[:dim] + (size,) + x.shape[dim + 1:], value, dtype=x.dtype, device=x.device)
-    pieces = ([block(before)] if before > 0 else []) + [x] + ([block(after)] if after > 0 else [])
-    return cat(pieces, dim) if len(pieces) > 1 else x
-
-
-def _pad_by_index(x: Tensor, dim: int, before: int, after: int, mode: str) -> Tensor:
-    """Index dim with the source of each output position -before .. n + after - 1, folded back into
-    0 .. n - 1 the mode's way. Indexing adds up the gradients of repeated positions."""
-    n = x.shape[dim]
-    if mode == "reflect" and max(before, after) >= n:
-        raise RuntimeError(f"pad: reflect padding ({before}, {after}) must be less than the size {n} of dim {dim}")
-    if mode == "circular" and max(before, after) > n:
-        raise RuntimeError(f"pad: circular padding ({before}, {after}) must be at most the size {n} of dim {dim} "
-                           "(it would wrap around more than once)")
-    if mode == "replicate" and n == 0:
-        raise RuntimeError(f"pad: replicate padding of dim {dim} needs at least one element there, it has none")
-    fold = {"reflect": lambda i: -i if i < 0 else 2 * (n - 1) - i if i >= n else i,    # mirror, edge once
-            "replicate": lambda i: min(max(i, 0), n - 1),                              # repeat the edge
-            "circular": lambda i: i % n}[mode]                                           # wrap around
-    return x[(slice(None),) * dim + ([fold(i) for i in range(-before, n + after)],)]
-
-
-def pad(input: Tensor, pad, mode: str = "constant", value: float = None) -> Tensor:
-    """Pad the last len(pad) // 2 dims: pad = (before, after) for the last dim, then for the one before it,
-    and so on (PyTorch's order). Negative amounts crop. mode: "constant" (fill with `value`, default 0),
-    "reflect" (mirror, not repeating the edge), "replicate" (repeat the edge), "circular" (wrap around).
-    Differentiable in every mode: slices and concatenation, or indexing."""
-    if mode not in ("constant", "reflect", "replicate", "circular"):
-        raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
-    if value not in (None, 0) and mode != "constant":
-        raise RuntimeError(f"pad: {mode} padding takes no value (only mode='constant' fills with one)")
-    pad = tuple(int(p) for p in pad)
-    if len(pad) % 2 or len(pad) > 2 * input.ndim:
-        raise RuntimeError(f"pad: needs two amounts (before, after) per padded dim, at most {2 * input.ndim} for an "
-                           f"input of shape {input.shape}, got {pad}")
-    out = input
-    for i in range(len(pad) // 2):
-        dim, before, after = input.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]
-        if input.shape[dim] + before + after < 0:
-            raise RuntimeError(f"pad: padding ({before}, {after}) of dim {dim} (size {input.shape[dim]}) leaves a "
-                               "negative size")
-        if before or after:
-            out = (_pad_constant(out, dim, before, after, 0 if value is None else value) if mode == "constant"
-                   else _pad_by_index(out, dim, before, after, mode))
-    return out
-
-
-def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-    """x / max(||x||_p, eps) along dim: unit vectors, and a zero vector stays zero (p > 0, or inf)."""
-    x = input._floating()
-    if p == math.inf:
-        norm = x.abs().amax(dim, keepdim=True)
-    elif p > 0:
-        total = (x.abs() ** p).sum(dim, keepdim=True)
-        # total ** (1/p) has an infinite slope at 0 (p > 1), and 0 times it is nan even where the clamp
-        # below stops the gradient; so the root is taken of 1 there and then replaced by 0.
-        nonzero = total > 0
-        norm = where(nonzero, where(nonzero, total, 1.0) ** (1 / p), 0.0)
-    else:
-        raise ValueError(f"normalize: p must be positive (or math.inf), got {p}")
-    return x / norm.clamp(min=eps)
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
+    """x / max(||x||_p, eps) along dim: unit vectors, and a zero vector stays zero. p is any real or +-inf
+    (0 counts the nonzero elements, as PyTorch's vector_norm does); the norm of 16-bit floats is computed in
+    float32 and rounded once, and eps is rounded to the input's dtype (1e-12 is 0 in float16, so a zero vector
+    gives 0 / 0 = nan there, as in PyTorch). Integer tensors are refused, as by PyTorch's norm."""
+    if out is not None:
+        raise NotImplementedError("normalize: out= is not supported here; use the returned tensor")
+    if not input.is_floating_point():
+        raise RuntimeError(f"normalize: the norm needs a floating-point tensor, got {input.dtype}; convert it "
+                           "first, e.g. x.float()")
+    dim = normalize_dim("normalize", dim, max(input.ndim, 1))
+    return input / _vector_norm(input, p, dim, keepdim=True).clamp(min=eps)
 
 
 # ----------------------------------------------------------------------------- layers
@@ -388,13 +332,18 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor = None, bias: Tensor 
     written so by the kernel, without a cast of its own each way (nn.LayerNorm's feeds_products)."""
     normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(normalized_shape)
-    if x.shape[x.ndim - k:] != normalized_shape:
-        raise ValueError(f"layer_norm: input of shape {x.shape} does not end with normalized_shape "
-                         f"{normalized_shape}")
+    if k > x.ndim or x.shape[x.ndim - k:] != normalized_shape:
+        raise RuntimeError(f"layer_norm: input of shape {x.shape} does not end with normalized_shape "
+                           f"{normalized_shape}")
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.shape != normalized_shape:
-            raise ValueError(f"layer_norm: {name} of shape {t.shape} does not match normalized_shape "
-                             f"{normalized_shape}")
+            raise RuntimeError(f"layer_norm: {name} of shape {t.shape} does not match normalized_shape "
+                               f"{normalized_shape}")
+    if x.numel() == 0:          # nothing to normalise; the parameters stay in the graph (their gradients: 0)
+        out = x * 1
+        out = out if weight is None else out * weight
+        out = out if bias is None else out + bias
+        return out if out_dtype is None else out.to(dtype=out_dtype)
     x, weight, bias = autocast_mode.float32(x, weight, bias)     # autocast: the statistics need float32
     if out_dtype is not None and (x.dtype != dtypes.float32 or not dtypes.is_half(out_dtype)):
         raise ValueError(f"layer_norm: out_dtype {np.dtype(out_dtype)} is for float32 data and float16 or bfloat16 "
@@ -406,16 +355,41 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor = None, bias: Tensor 
     return op(x, weight, *bias, eps=eps, out_dtype=None if out_dtype is None else np.dtype(out_dtype))
 
 
-def embedding(input: Tensor, weight: Tensor) -> Tensor:
-    """Rows of `weight` picked by the integer tensor `input`; repeated ids add up their gradients."""
-    if dtypes.category(input.dtype) != 1:
-        raise TypeError(f"embedding: indices must be an integer tensor, got {input.dtype}")
+def embedding(input: Tensor, weight: Tensor, padding_idx: int = None, max_norm: float = None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Rows of the (num_embeddings, dim) `weight` picked by the integer tensor `input`: shape input.shape +
+    (dim,). Repeated ids add up their gradients.
+
+    padding_idx (negative counts from the end): that row is still looked up, but it gets no gradient, so
+    a padding token's vector stays as it was initialised (usually zeros), as in PyTorch."""
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not supported here")
+    if input.dtype not in (dtypes.int64, dtypes.int32):
+        raise RuntimeError(f"embedding: indices must be an integer tensor (int64 or int32), got {input.dtype}; convert "
+                           "them first, e.g. idx.long()")
+    if weight.ndim != 2:
+        raise RuntimeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape {weight.shape}")
     n, ids = weight.shape[0], input.data
+    if padding_idx is not None:
+        if padding_idx > 0 and padding_idx >= n or padding_idx < -n:     # 0 passes unchecked, even with no rows
+            # PyTorch checks this with an assert statement, hence the AssertionError
+            raise AssertionError(f"embedding: padding_idx={padding_idx} must be within num_embeddings (valid: "
+                                 f"{-n}..{n - 1})")
+        padding_idx = int(padding_idx) % n if n else 0
+    if n == 0 and input.numel():
+        raise RuntimeError(f"embedding: weight of shape {weight.shape} has no rows to look up {input.numel()} "
+                           "indices in")
     valid = f"for {n} embeddings (valid: 0..{n - 1})"
+    # PyTorch's gather of empty (dim 0) rows reports a bad index as a RuntimeError, its ordinary one an IndexError
+    error = RuntimeError if weight.shape[1] == 0 else IndexError
     with devices.use(input.device):
-        deferred_checks.check_range(input.device, ids, n, IndexError, f"embedding: an index is out of range {valid}",
+        deferred_checks.check_range(input.device, ids, n, error, f"embedding: an index is out of range {valid}",
                                     first_bad=lambda bad: f"embedding: index {ids[bad][0]} is out of range {valid}")
-    return fused.EmbeddingLookup.apply(weight, input) if weight.ndim == 2 and _use_fused(weight) else weight[input]
+    rows = fused.EmbeddingLookup.apply(weight, input) if _use_fused(weight) else weight[input]
+    if padding_idx is None or not rows.requires_grad:
+        return rows
+    # the same values, but the positions that read the padding row pass no gradient back to it
+    return where((input == padding_idx).unsqueeze(-1), rows.detach(), rows)
 
 
 def _dropout_keep(shape, p: float, device: str, dtype):
@@ -425,14 +399,23 @@ def _dropout_keep(shape, p: float, device: str, dtype):
         return Tensor._wrap(kept.astype(dtype) * (1.0 / (1.0 - p) if p < 1 else 0.0), device)
 
 
-def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
-    """Zero each element with probability p and scale the rest by 1 / (1 - p) (only when training)."""
+def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1 / (1 - p) (only when training).
+
+    As in PyTorch: outside training, with p = 0, or for an empty tensor, x comes back as it is; p = 1 gives
+    x * 0 in x's dtype (nan for inf, and zeros of an integer or bool tensor); anything else needs a
+    floating-point tensor, since the kept elements are scaled by a float."""
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
-    if not training or p == 0.0:
+        raise ValueError(f"dropout: p must be in [0, 1] (a probability), got {p}")
+    if inplace:
+        raise NotImplementedError("dropout: inplace=True is not supported here; use the returned tensor")
+    if not training or p == 0.0 or x.numel() == 0:
         return x
     if p == 1.0:
-        return x * 0.0
+        return x * 0.0 if x.is_floating_point() else zeros_like(x)
+    if not x.is_floating_point():
+        raise RuntimeError(f"dropout: the kept elements are scaled by 1 / (1 - p) = {1 / (1 - p):g}, a float, which "
+                           f"a {x.dtype} tensor cannot hold; convert it first, e.g. x.float()")
     if x.device != "cpu" and x.dtype in kernels.runtime.KERNEL_DTYPES and _use_fused(x):
         # One kernel each way, the mask drawn inside it (kernels/dropout.cu) where x * _dropout_keep takes
         # five launches. On a GPU the kernel reads the counters the unfused random(shape) draw would have
@@ -465,22 +448,31 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     """softmax(q k^T * scale + mask) v over the last two dims of (..., L, E), (..., S, E), (..., S, Ev).
 
     is_causal: position i attends to positions <= i.  attn_mask: bool (True = may attend) or
-    float (added to the scores), broadcastable to (..., L, S).
+    float (added to the scores), broadcastable to (..., L, S). A query that may attend to no key gets 0.
+    The rules at the edges (empty dims, nan and infinities, rows with nothing to attend to) are PyTorch's:
+    nn/attention.py spells them out.
     """
     if is_causal and attn_mask is not None:
         raise RuntimeError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1], got {dropout_p}")
     shapes = f"query {query.shape}, key {key.shape} and value {value.shape}"
-    if min(query.ndim, key.ndim, value.ndim) < 2 or query.shape[-1] != key.shape[-1] \
-            or key.shape[-2] != value.shape[-2]:
-        raise RuntimeError(f"scaled_dot_product_attention: {shapes} do not fit (need (..., L, E), (..., S, E), "
-                         "(..., S, Ev))")
+    if min(query.ndim, key.ndim, value.ndim) < 2:
+        raise RuntimeError(f"scaled_dot_product_attention: {shapes} must all have at least 2 dims "
+                           "((..., L, E), (..., S, E), (..., S, Ev))")
     try:
-        np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+        batch = tuple(np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2]))
     except ValueError:
         raise RuntimeError(f"scaled_dot_product_attention: the batch dimensions of {shapes} cannot be broadcast "
-                         "together") from None
+                           "together") from None
+    out_shape = batch + (query.shape[-2], value.shape[-1])
+    if math.prod(out_shape) == 0 or value.numel() == 0:          # nothing to compute (PyTorch checks no further)
+        return _attention.no_values(query, out_shape)
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention: {shapes} do not fit (need (..., L, E), (..., S, E), "
+                           "(..., S, Ev))")
+    if query.shape[-1] == 0:
+        scale = 1.0                  # the scores are empty sums, 0, whatever the scale (PyTorch's is inf here)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     float_mask = attn_mask if attn_mask is not None and attn_mask.is_floating_point() else None
     query, key, value, float_mask = autocast_mode.low_precision(query, key, value, float_mask)   # its products
@@ -493,15 +485,29 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
             dropout = (dropout_p, *random.philox_counters(query.device, math.prod(shape)))
         else:
             keep = _dropout_keep(shape, dropout_p, query.device, query.dtype)
-    if is_causal:
+    if is_causal and _use_fused(query, key, value):
         # q, k, v cut as source[0], [1], [2] from one tensor (GPT's projection): one op of source, whose backward
         # writes the three gradients into one buffer laid out like source (fused.PackedCausalAttention says why):
         # the kernels do, and on the cpu the plain version's products
-        packed = tiled or query.device == "cpu" and _use_fused(query, key, value)
+        packed = tiled or query.device == "cpu"
         source = fused.PackedCausalAttention.source_of(query, key, value) if packed else None
         if source is not None:
-            return fused.PackedCausalAttention.apply(source, query, key, value, scale=scale, dropout=dropout,
-                                                     keep=keep)
-        op = fused.CausalAttention.apply if _use_fused(query, key, value) else fused.CausalAttention.composition
-        return op(query, key, value, scale=scale, keep=keep, dropout=dropout)
-    return fused.attention(query, key, value, scale, attn_mask, keep)
+            out = fused.PackedCausalAttention.apply(source, query, key, value, scale=scale, dropout=dropout,
+                                                    keep=keep)
+        else:
+            out = fused.CausalAttention.apply(query, key, value, scale=scale, keep=keep, dropout=dropout)
+        # The fused ops give PyTorch's numbers for finite inputs. A nan or an infinity among them shows in the
+        # output, and PyTorch's result then follows rules of its own (nn/attention.py): on the host, where a
+        # look at the output costs little, such an output is computed again by the composition below.
+        if devices.is_cuda(query.device) or _all_finite(out):
+            return out
+    if dropout is not None:  # the tiled kernels would have drawn it; the composition needs it as a mask
+        keep = fused.CausalAttention._keep(query, key, None, dropout)
+    return _attention.attention(query, key, value, scale, attn_mask, is_causal, keep,
+                               _attention.skips_nan(query, key, value, attn_mask, dropout_p))
+
+
+def _all_finite(t: Tensor) -> bool:
+    """No nan or infinity in t (a read of its data: on the host, one pass over it)."""
+    with devices.use(t.device):
+        return bool(devices.array_module(t.device).isfinite(t.data).all())

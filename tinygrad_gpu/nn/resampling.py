@@ -13,7 +13,8 @@ neighbours agree at the edges:
   keeps the caller's scale to compute the positions); "nearest-exact": floor((dst + 0.5) s) instead.
 * "linear", "bilinear": src = max((dst + 0.5) s - 0.5, 0), its two neighbours floor(src) and the next one
   (the last position repeats at the edge), weighted by how near src lies to each; with align_corners, the
-  corners of input and output line up: src = dst (n - 1) / (m - 1).
+  corners of input and output line up: src = dst (n - 1) / (m - 1). A dim whose size does not change blends
+  each position with itself (weights 1 and 0), as PyTorch does.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import math
 
 import numpy as np
 
-from .. import deferred_checks
+from .. import deferred_checks, dtypes
 from .. import device as devices
 from ..tensor import Tensor
 
@@ -37,11 +38,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                                   f"{', '.join(MODES)}")
     if antialias:
         raise NotImplementedError("interpolate: antialias=True is not supported here")
-    spatial, wanted = input.ndim - 2, MODES[mode]
-    if spatial < 1 or (wanted is not None and spatial != wanted):
-        need = f"a {wanted + 2}-D input (batch, channels and {wanted} spatial dim(s))" if wanted else \
-            "an input of 3 or more dims (batch, channels, then spatial dims)"
-        raise ValueError(f"interpolate: mode {mode!r} needs {need}, got shape {input.shape}")
+    spatial, wanted = max(input.ndim - 2, 0), MODES[mode]
     if mode in NEAREST and align_corners is not None:
         raise ValueError("interpolate: align_corners option can only be set with the interpolating modes: "
                          "linear | bilinear")
@@ -56,13 +53,25 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         out_sizes = [math.floor(n * s) for n, s in zip(in_sizes, scales)]
         if recompute_scale_factor:
             scales = [None] * spatial
-    if any(not isinstance(m, (int, np.integer)) or m <= 0 for m in out_sizes):
-        raise ValueError(f"interpolate: the output sizes must be positive ints, got {list(out_sizes)} for input "
-                         f"shape {input.shape}")
-    out = input
+    # PyTorch checks the arguments first (ValueError), then picks a kernel for the input's dims and the mode
+    if input.ndim not in (3, 4, 5) or (wanted is not None and spatial != wanted):
+        need = f"a {wanted + 2}-D input (batch, channels and {wanted} spatial dim(s))" if wanted else \
+            "a 3-D, 4-D or 5-D input (batch, channels, then 1 to 3 spatial dims)"
+        raise NotImplementedError(f"interpolate: mode {mode!r} needs {need}, got shape {input.shape}")
+    if any(not isinstance(m, (int, np.integer)) for m in out_sizes):
+        raise TypeError(f"interpolate: the output sizes must be ints, got {list(out_sizes)}")
+    if min(in_sizes) <= 0 or min(out_sizes) <= 0:
+        raise RuntimeError(f"interpolate: input and output sizes must be greater than 0, got input shape "
+                           f"{input.shape} and output size {list(out_sizes)}")
+    if 0 in input.shape[1:2]:
+        raise RuntimeError(f"interpolate: expected an input with channels, got shape {input.shape}")
+    # PyTorch's CPU blends 16-bit floats in float32 for bilinear (rounding once at the end), in the 16-bit
+    # type itself for linear; we do the same (it decides, with infinities, between inf and nan)
+    widen = mode == "bilinear" and dtypes.is_half(input.dtype)
+    out = input.float() if widen else input
     for d, (n, m, s) in enumerate(zip(in_sizes, out_sizes, scales)):
         out = _resize_dim(out, 2 + d, n, int(m), s, mode, bool(align_corners))
-    return out
+    return out.to(dtype=input.dtype) if widen else out
 
 
 def _per_dim(name: str, value, spatial: int) -> list:
@@ -83,19 +92,39 @@ def _resize_dim(x: Tensor, dim: int, n: int, m: int, scale, mode: str, align_cor
         if m == n and mode == "nearest":                               # PyTorch's shortcut, exact
             src = np.arange(m)
         return x.index_select(dim, _indices(src, x.device))
-    if align_corners:
-        src = dst * (real(n - 1) / real(m - 1) if m > 1 else real(0))
+    if m == n:
+        # PyTorch's rule for an unchanged size: each position blends with itself, weights 1 and 0 (so an
+        # infinity there gives inf * 1 + inf * 0 = nan, as in PyTorch)
+        low = high = np.arange(n)
+        far = np.zeros(m, dtype=real)
     else:
-        s = real(1.0 / scale) if scale else real(n) / real(m)
-        src = np.maximum((dst + real(0.5)) * s - real(0.5), real(0))
-    low = np.minimum(np.floor(src).astype(np.int64), n - 1)
-    high = np.minimum(low + 1, n - 1)
-    weight = np.clip(src - low, 0, 1).astype(x.dtype)
+        if align_corners:
+            src = dst * (real(n - 1) / real(m - 1) if m > 1 else real(0))
+        else:
+            s = real(1.0 / scale) if scale else real(n) / real(m)
+            src = np.maximum(_fused_multiply_add(s, dst + real(0.5), real(-0.5)), real(0))
+        low = np.minimum(np.floor(src).astype(np.int64), n - 1)
+        high = np.minimum(low + 1, n - 1)
+        far = np.clip(src - low, 0, 1).astype(real)
+    # both weights computed in `real` and rounded to x's dtype, as PyTorch's lambda0 and lambda1
+    near = (real(1) - far).astype(x.dtype)
     shape = [1] * x.ndim
     shape[dim] = m
     with devices.use(x.device):
-        far = Tensor._wrap(devices.move(weight.reshape(shape), x.device), x.device)
-    return x.index_select(dim, _indices(low, x.device)) * (1 - far) + x.index_select(dim, _indices(high, x.device)) * far
+        near, far = (Tensor._wrap(devices.move(w.astype(x.dtype).reshape(shape), x.device), x.device)
+                     for w in (near, far))
+    return x.index_select(dim, _indices(low, x.device)) * near + x.index_select(dim, _indices(high, x.device)) * far
+
+
+def _fused_multiply_add(a, b, c):
+    """a * b + c as PyTorch's compiled CPU kernels compute the source positions: for float32 (and the 16-bit
+    floats, whose positions are float32) as one fused multiply-add, rounded once (exact in float64, then
+    rounded); for float64 as written, rounded twice (what PyTorch 2.14 gives on the positions we tried, mostly).
+    It matters only where a product would round to exactly 0.5 - 0.5 = 0, leaving no weight instead of a
+    tiny one: whether a neighbouring infinity gives nan or inf."""
+    if np.dtype(type(a)) == np.float32:
+        return (np.float64(a) * np.asarray(b, dtype=np.float64) + np.float64(c)).astype(np.float32)
+    return a * b + c
 
 
 def _indices(positions, device: str) -> Tensor:

@@ -1,10 +1,14 @@
-"""Convolution and pooling, built on one op: im2col (and col2im, its backward).
+"""Convolution, built on one op: im2col (and col2im, its backward).
 
 im2col cuts the padded input into the patches a kernel sees as it slides over it (its docstring
 draws it). Once the patches stand as columns, a convolution is a matrix product (weights times
-patches) and a pooling is a max or a mean over each patch. So conv2d, conv_transpose2d,
-max_pool2d and avg_pool2d below are compositions of im2col, col2im, matmul and reductions, and
-take their gradients (and second derivatives) from those ops.
+patches). So conv2d and conv_transpose2d below are compositions of im2col, col2im and matmul, and
+take their gradients (and second derivatives) from those ops; unfold is im2col itself, laid out as
+PyTorch's F.unfold; conv1d is conv2d on images of height 1. Pooling (ops/pooling.py) takes the same
+patches and reduces each one instead.
+
+Output sizes, the checks and their order, and the dtypes taken (integers too, as PyTorch's CPU) are
+PyTorch's.
 """
 from __future__ import annotations
 
@@ -13,9 +17,9 @@ import math
 
 import numpy as np
 
-from .. import device as devices
 from .. import dtypes
 from ..amp import autocast_mode
+from ..creation import zeros
 from ..tensor import Function, Tensor
 
 
@@ -146,13 +150,20 @@ def _window_count(op: str, size: int, before: int, after: int, kernel: int, stri
     return count
 
 
-def _check_float_and_same_dtype(op: str, x: Tensor, *others: Tensor) -> None:
-    if not x.is_floating_point():
-        raise RuntimeError(f"{op}: needs a floating-point input, got {x.dtype}; convert it with .float()")
+def _check_same_dtype(op: str, x: Tensor, *others: Tensor) -> None:
     for name, t in zip(("weight", "bias"), others):
         if t is not None and t.dtype != x.dtype:
             raise RuntimeError(f"{op}: input ({x.dtype}) and {name} ({t.dtype}) must have the same dtype; "
                                f"convert one with .to({x.dtype})")
+
+
+def _check_conv_dtypes(op: str, x: Tensor, weight: Tensor, bias: Tensor) -> None:
+    """Convolutions take floats and, as PyTorch's CPU kernels do, int32 and int64 (exact sums, no gradient);
+    not bool (NotImplementedError, as PyTorch's). Input, weight and bias share one dtype."""
+    _check_same_dtype(op, x, weight, bias)
+    if x.dtype == dtypes.bool_:
+        raise NotImplementedError(f"{op}: not implemented for bool tensors (as in PyTorch); convert them first, "
+                                  "e.g. x.float()")
 
 
 def _check_weight(op: str, weight: Tensor) -> None:
@@ -182,28 +193,74 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding
     input (N, C, H, W) or (C, H, W); weight (out_channels, C / groups, kh, kw); padding an int, a pair,
     "valid" (none) or "same" (the output keeps H x W; stride 1 only; an odd total goes to the bottom/right).
     As matrices: weights (groups, out / groups, C / groups * kh * kw) @ patches (N, groups, same, OH * OW).
+    Floats, and int32 or int64 (PyTorch's CPU convolves integers too, exactly).
     """
     op = "conv2d"
     input, weight, bias = autocast_mode.low_precision(input, weight, bias)      # a product: low precision
     x, unbatched = _batched(op, input)
-    _check_float_and_same_dtype(op, x, weight, bias)
-    groups = _check_groups(groups)
     _check_weight(op, weight)
+    out = _convolution(op, x, weight, bias, pair(op, "stride", stride, 1), padding,
+                       pair(op, "dilation", dilation, 1), groups)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding=0, dilation=1,
+           groups: int = 1) -> Tensor:
+    """The 1-d convolution: out[n, o, t] = bias[o] + sum over c of o's group and i of
+    weight[o, c, i] * padded[n, c, t * stride + i * dilation].
+
+    input (N, C, L) or (C, L); weight (out_channels, C / groups, k); padding an int, "valid" or "same".
+    Computed as conv2d of a height-1 image by a height-1 kernel (the same patches, one row of them)."""
+    op = "conv1d"
+    input, weight, bias = autocast_mode.low_precision(input, weight, bias)
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"{op}: expected a 2-d (C, L) or 3-d (N, C, L) input, got shape {input.shape}")
+    if weight.ndim != 3:
+        raise RuntimeError(f"{op}: weight must be 3-d (out_channels, in_channels / groups, k), got shape "
+                           f"{weight.shape}")
+    stride, dilation = single(op, "stride", stride, 1), single(op, "dilation", dilation, 1)
+    if not isinstance(padding, str):
+        padding = (0, single(op, "padding", padding, 0))
+    x = input.unsqueeze(-2) if input.ndim == 3 else input.unsqueeze(0).unsqueeze(-2)
+    out = _convolution(op, x, weight.unsqueeze(-2), bias, (1, stride), padding, (1, dilation), groups)
+    out = out.squeeze(-2)
+    return out.squeeze(0) if input.ndim == 2 else out
+
+
+def single(op: str, name: str, value, minimum: int) -> int:
+    """An int, or a sequence of one int (PyTorch's 1-d layers take both); at least `minimum`."""
+    if isinstance(value, (tuple, list)) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        raise TypeError(f"{op}: {name} must be an int or a 1-tuple of ints, got {value!r}")
+    if value < minimum:
+        raise RuntimeError(f"{op}: {name} must be {'positive' if minimum else 'non-negative'}, got {value}")
+    return int(value)
+
+
+def _convolution(op: str, x: Tensor, weight: Tensor, bias: Tensor, stride: tuple, padding, dilation: tuple,
+                 groups) -> Tensor:
+    """conv2d of the 4-d x by the 4-d weight (the checks, the padding, im2col and one matmul); `op` names the
+    caller in errors."""
+    _check_conv_dtypes(op, x, weight, bias)
+    groups = _check_groups(groups)
     out_channels, group_in, kh, kw = weight.shape
     _check_bias(op, bias, weight, out_channels)
-    if out_channels % groups:
+    if out_channels % groups or not out_channels:
         raise RuntimeError(f"{op}: weight of shape {weight.shape} has {out_channels} output channels, "
-                           f"which groups={groups} does not divide")
+                           f"which groups={groups} does not divide (at least one per group)")
     if x.shape[1] != group_in * groups:
         raise RuntimeError(f"{op}: weight of shape {weight.shape} with groups={groups} expects an input with "
-                           f"{group_in * groups} channels, got input of shape {input.shape} ({x.shape[1]} channels)")
-    stride, dilation = pair(op, "stride", stride, 1), pair(op, "dilation", dilation, 1)
+                           f"{group_in * groups} channels, got input of shape {x.shape} ({x.shape[1]} channels)")
     (n, _, h, w), kernel = x.shape, (kh, kw)
+    if n and x.shape[1] and not h * w:
+        raise RuntimeError(f"{op}: input of shape {x.shape} has an empty image; only an empty batch or no channels "
+                           "are supported, as in PyTorch")
     if isinstance(padding, str):
         if padding not in ("same", "valid"):
             raise RuntimeError(f"{op}: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
         if padding == "same" and stride != (1, 1):
-            raise RuntimeError(f"{op}: padding='same' needs stride 1, got stride {stride}")
+            raise RuntimeError(f"{op}: padding='same' is not supported for strided convolutions (stride {stride})")
         totals = [d * (k - 1) if padding == "same" else 0 for d, k in zip(dilation, kernel)]
         before = tuple(t // 2 for t in totals)
         after = tuple(t - b for t, b in zip(totals, before))
@@ -217,7 +274,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding
         n, out_channels, *out_size)
     if bias is not None:
         out = out + bias.reshape(out_channels, 1, 1)
-    return out.squeeze(0) if unbatched else out
+    return out
 
 
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding=0, output_padding=0,
@@ -234,7 +291,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=
     op = "conv_transpose2d"
     input, weight, bias = autocast_mode.low_precision(input, weight, bias)
     x, unbatched = _batched(op, input)
-    _check_float_and_same_dtype(op, x, weight, bias)
+    _check_conv_dtypes(op, x, weight, bias)
     groups = _check_groups(groups)
     _check_weight(op, weight)
     in_channels, group_out, kh, kw = weight.shape
@@ -252,11 +309,25 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=
             raise RuntimeError(f"{op}: output_padding {output_padding} must be smaller than the stride {stride} "
                                f"or the dilation {dilation}")
     n, _, h, w = x.shape
+    if n and in_channels and not h * w:
+        raise RuntimeError(f"{op}: input of shape {input.shape} has an empty image; only an empty batch or no "
+                           "channels are supported, as in PyTorch")
     out_size = tuple((size - 1) * s - 2 * p + d * (k - 1) + extra + 1 for size, s, p, d, k, extra in
                      zip((h, w), stride, padding, dilation, (kh, kw), output_padding))
-    if min(out_size) < 1:
+    # PyTorch's CPU refuses an empty output, except on its oneDNN path (float32, a batch of 2 or more), which
+    # returns it; we follow both (never a negative size)
+    if min(out_size) < 0 or (min(out_size) == 0 and not (x.dtype == dtypes.float32 and n >= 2)):
         raise RuntimeError(f"{op}: input of shape {input.shape} gives an empty output {out_size}; "
                            "the padding is too large")
+    if not n * in_channels or not min(out_size):
+        # nothing to spread (PyTorch returns the empty result, or the bias alone); the sums times 0 (0: x is
+        # empty, or the result is) keep the graph for backward
+        shape = (n, group_out * groups, *out_size)
+        keep = x.sum() * 0 if min(out_size) else (x.sum() + weight.sum()) * 0
+        out = zeros(shape, dtype=x.dtype, device=x.device) + keep
+        if bias is not None:
+            out = out + bias.reshape(group_out * groups, 1, 1)
+        return out.squeeze(0) if unbatched else out
     # The conv2d this transposes reads an input of out_size through windows whose count is (h, w).
     windows = Windows((kh, kw), stride, dilation, padding, out_size, (h, w))
     weights_t = weight.reshape(groups, in_channels // groups, group_out * kh * kw).transpose(-1, -2)
@@ -267,78 +338,32 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=
     return out.squeeze(0) if unbatched else out
 
 
-# ----------------------------------------------------------------------------- pooling
-def _pool_windows(op: str, x: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool) -> Windows:
-    kernel = pair(op, "kernel_size", kernel_size, 1)
-    stride = kernel if stride is None else pair(op, "stride", stride, 1)
-    padding, dilation = pair(op, "padding", padding, 0), pair(op, "dilation", dilation, 1)
-    if any(p > k // 2 for p, k in zip(padding, kernel)):
-        raise RuntimeError(f"{op}: padding {padding} must be at most half of kernel_size {kernel}")
-    out_size = tuple(_window_count(op, size, p, p, k, s, d, ceil_mode) for size, p, k, s, d in
-                     zip(x.shape[2:], padding, kernel, stride, dilation))
-    return Windows(kernel, stride, dilation, padding, x.shape[2:], out_size)
-
-
-def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False):
-    """The largest value of each window; padding reads -inf, so it never wins. stride defaults to kernel_size.
-
-    The gradient goes to the FIRST maximum of each window in row-major order (PyTorch's rule at ties);
-    return_indices also gives where each maximum sits, as a flat index into its channel's H * W input.
-    """
-    op = "max_pool2d"
+# ----------------------------------------------------------------------------- unfold (im2col as a function)
+def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """The sliding patches of an image as columns: (N, C, H, W) -> (N, C * kh * kw, L), L the number of
+    windows (OH * OW), column l holding window l's C * kh * kw values in (channel, kernel row, kernel column)
+    order; an unbatched (C, H, W) gives (C * kh * kw, L). Im2col (above) does the work; its backward, col2im,
+    adds each column back where it was cut from (overlapping windows add up). Conv2d is this followed by one
+    matrix product with the weights."""
+    op = "unfold"
+    if input.ndim < 3:            # PyTorch reads dim 2 before it checks the shape: an IndexError
+        raise IndexError(f"{op}: expected a 3-d (C, H, W) or 4-d (N, C, H, W) input, got shape {input.shape}")
+    if input.ndim > 4 or 0 in input.shape[input.ndim - 3:] or (input.ndim == 3 and input.shape[0] == 0):
+        raise RuntimeError(f"{op}: expected a 3-d or 4-d (batch mode) input with nothing empty but the batch, got "
+                           f"shape {input.shape}")
+    kernel, dilation = pair(op, "kernel_size", kernel_size, 1), pair(op, "dilation", dilation, 1)
+    padding, stride = pair(op, "padding", padding, 0), pair(op, "stride", stride, 1)
+    if dtypes.category(input.dtype) == 1:
+        raise NotImplementedError(f"{op}: not implemented for {input.dtype} tensors (as in PyTorch); convert "
+                                  "first, e.g. x.float()")
     x, unbatched = _batched(op, input)
-    if x.dtype == dtypes.bool_:
-        raise RuntimeError(f"{op}: bool input is not supported; convert it with .float() or .long()")
-    windows = _pool_windows(op, x, kernel_size, stride, padding, dilation, ceil_mode)
-    fill = -math.inf if x.is_floating_point() else int(np.iinfo(x.dtype).min)
+    out_size = tuple((n + 2 * p - (d * (k - 1) + 1)) // s + 1 for n, p, d, k, s in
+                     zip(x.shape[2:], padding, dilation, kernel, stride))
+    if min(out_size) < 1:
+        raise RuntimeError(f"{op}: an input of spatial size {tuple(x.shape[2:])} with kernel_size {kernel}, "
+                           f"dilation {dilation}, padding {padding} and stride {stride} gives {out_size} windows; "
+                           "each must be at least one")
+    windows = Windows(kernel, stride, dilation, padding, x.shape[2:], out_size)
     n, c = x.shape[:2]
-    patches = Im2col.apply(x, windows=windows, fill=fill).reshape(n, c, math.prod(windows.kernel), *windows.out_size)
-    values, picked = patches.max(dim=2)           # max(dim) sends the gradient to argmax: the first maximum
-    if unbatched:
-        values, picked = values.squeeze(0), picked.squeeze(0)
-    if not return_indices:
-        return values
-    return values, _input_positions(picked, windows)
-
-
-def _input_positions(picked: Tensor, windows: Windows) -> Tensor:
-    """The kernel element picked in each window -> its flat index row * W + column in the unpadded input."""
-    kw, (sh, sw), (dh, dw), (ph, pw) = windows.kernel[1], windows.stride, windows.dilation, windows.padding
-    (oh, ow), width = windows.out_size, windows.in_size[1]
-    xp = devices.array_module(picked.device)
-    with devices.use(picked.device):
-        k = picked.data
-        rows = xp.arange(oh, dtype=np.int64).reshape(oh, 1) * sh - ph + (k // kw) * dh
-        cols = xp.arange(ow, dtype=np.int64) * sw - pw + (k % kw) * dw
-        return Tensor._wrap(rows * width + cols, picked.device)
-
-
-def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override: int = None) -> Tensor:
-    """The mean of each window; stride defaults to kernel_size. The divisor is the window's size, counting
-    its zero padding (count_include_pad=True) or only its input elements (False); a ceil_mode window that
-    hangs past the padding counts only the part inside it. divisor_override replaces all of that."""
-    op = "avg_pool2d"
-    x, unbatched = _batched(op, input)
-    _check_float_and_same_dtype(op, x)
-    windows = _pool_windows(op, x, kernel_size, stride, padding, 1, ceil_mode)
-    sums = Im2col.apply(x, windows=windows, fill=0).sum((2, 3))
-    if divisor_override is not None:
-        if not isinstance(divisor_override, (int, np.integer)) or divisor_override == 0:
-            raise RuntimeError(f"{op}: divisor_override must be a non-zero int, got {divisor_override!r}")
-        out = sums / divisor_override
-    else:
-        out = sums / _window_sizes(x, windows, count_include_pad)
-    return out.squeeze(0) if unbatched else out
-
-
-def _window_sizes(x: Tensor, windows: Windows, count_include_pad: bool) -> Tensor:
-    """How many elements each window averages: the windows run over ones, as over the input, and add up."""
-    if count_include_pad:        # the padding counts: as if it were part of the input, with no padding
-        padded = tuple(n + 2 * p for n, p in zip(windows.in_size, windows.padding))
-        windows = dataclasses.replace(windows, padding=(0, 0), in_size=padded)
-    xp = devices.array_module(x.device)
-    with devices.use(x.device):
-        ones = xp.ones((1, 1, *windows.in_size), dtype=x.dtype)
-        return Tensor._wrap(im2col_array(xp, ones, windows, 0).sum(axis=(2, 3)), x.device)
+    columns = Im2col.apply(x, windows=windows, fill=0).reshape(n, c * math.prod(kernel), math.prod(out_size))
+    return columns.squeeze(0) if unbatched else columns
