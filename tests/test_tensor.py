@@ -55,6 +55,14 @@ def test_creation_functions():
     assert tg.full((2,), 0.5).tolist() == [0.5, 0.5]
     assert tg.arange(4).tolist() == [0, 1, 2, 3] and tg.arange(4).dtype == tg.int64
     assert tg.arange(0, 1, 0.25).tolist() == [0, 0.25, 0.5, 0.75] and tg.arange(0, 1, 0.25).dtype == tg.float32
+    # float bounds with an integer dtype, as PyTorch 2.13: int64 truncates the arguments first, int32 counts
+    # the values in floats and steps by int(step); integer linspace truncates its ends first
+    assert tg.arange(0.5, 3.7, 1.5, dtype=tg.int64).tolist() == [0, 1, 2]
+    assert tg.arange(-2, 1, 0.5, dtype=tg.int32).tolist() == [-2] * 6
+    with pytest.raises(ValueError, match="step"):
+        tg.arange(0, 1, 0.5, dtype=tg.int64)
+    assert tg.linspace(0, 3.5, 6, dtype=tg.int64).tolist() == [0, 0, 1, 1, 2, 3]
+    assert tg.linspace(1, 2, 1, dtype=tg.int32).tolist() == [1]
     np.testing.assert_array_equal(tg.eye(3).numpy(), np.eye(3))
     assert tg.eye(2, 3).shape == (2, 3)
     x = tg.ones(2, 3, dtype=tg.float64)

@@ -110,6 +110,16 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) ->
         raise TypeError(f"linspace: steps must be an int, got {type(steps).__name__}")
     if steps < 0:
         raise RuntimeError(f"linspace: number of steps must be non-negative, got {steps}")
+    if dtype is not None and np.dtype(dtype).kind in "iu":
+        # PyTorch's integer linspace: the ends become integers first, the first half steps up from the start and
+        # the second half down from the end, each value truncated (linspace(0, 3.5, 6) is 0 0 1 1 2 3)
+        first, last = int(start), int(end)
+        step = (last - first) / (steps - 1) if steps > 1 else 0.0
+
+        def integers(xp, s, d):
+            i = xp.arange(steps)
+            return xp.where(i < max(steps // 2, 1), first + step * i, last - step * (steps - 1 - i)).astype(d)
+        return _make(integers, (), dtype, device, requires_grad)
     return _make(lambda xp, s, d: xp.linspace(start, end, steps).astype(d, copy=False), (), dtype, device,
                  requires_grad)
 
