@@ -17,8 +17,16 @@ os.environ.setdefault("TINYGRAD_GPU_CHECK_SPARE", "1")      # before tinygrad_gp
 import tinygrad_gpu as tg  # noqa: E402
 from tinygrad_gpu import deferred_checks  # noqa: E402
 
+# Tests parametrised over devices run on every device this machine has. In the cuda pass
+# (TINYGRAD_GPU_DEVICE=cuda: CI's second pass, through the CuPy stand-in with
+# TINYGRAD_GPU_CUPY=standin, or benchmarks/gpu_check.sh on a GPU) they run on cuda only, and so
+# does every test that uses the default device: cpu and emu ran in the first pass.
+CUDA_PASS = os.environ.get("TINYGRAD_GPU_DEVICE", "").lower().startswith("cuda")
+
 _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("ci", max_examples=50, **_common)
+# The cuda pass proves that the cuda path computes what the first pass checked the properties of, so in CI it
+# draws fewer examples (the stand-in is slow: it checks every CuPy call as a GPU would run it).
+settings.register_profile("ci", max_examples=20 if CUDA_PASS else 50, **_common)
 settings.register_profile("dev", max_examples=200, **_common)
 settings.register_profile("thorough", max_examples=1000, **_common)
 settings.load_profile(os.environ.get("TG_HYPOTHESIS_PROFILE", "ci"))
@@ -26,11 +34,6 @@ settings.load_profile(os.environ.get("TG_HYPOTHESIS_PROFILE", "ci"))
 gpu = pytest.mark.gpu
 requires_gpu = pytest.mark.skipif(not tg.cuda_available(), reason="no CUDA GPU visible (CuPy missing or no driver)")
 
-# Tests parametrised over devices run on every device this machine has. In the cuda pass
-# (TINYGRAD_GPU_DEVICE=cuda: CI's second pass, through the CuPy stand-in with
-# TINYGRAD_GPU_CUPY=standin, or benchmarks/gpu_check.sh on a GPU) they run on cuda only, and so
-# does every test that uses the default device: cpu and emu ran in the first pass.
-CUDA_PASS = os.environ.get("TINYGRAD_GPU_DEVICE", "").lower().startswith("cuda")
 DEVICES = ["cuda"] if CUDA_PASS else ["cpu", "emu", pytest.param("cuda", marks=[gpu, requires_gpu])]
 
 # The cuda pass runs every test file but those that test the cpu or emu devices alone, our scripts

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 import tinygrad_gpu as tg
 from checks import check_op, overfit, spread, values
-from conftest import CUDA_PASS
 from tinygrad_gpu import nn
 from tinygrad_gpu.nn import functional as F
 
@@ -119,9 +118,8 @@ def avg_pool2d_np(x, k, s, p, ceil_mode=False, count_include_pad=True, divisor_o
 # ----------------------------------------------------------------------------- strategies
 # An example of the gradient tests below runs whole Jacobians, first and second order, of a whole
 # convolution (hundreds of evaluations): a third of the profile's examples keeps the file fast in CI
-# and still grows with the "dev" and "thorough" profiles. The cuda pass (through the slower CuPy
-# stand-in) proves the cuda path of the same code: half of that again.
-fewer_examples = settings(max_examples=max(5, settings.default.max_examples // (6 if CUDA_PASS else 3)))
+# and still grows with the "dev" and "thorough" profiles (the cuda pass's profile draws fewer already).
+fewer_examples = settings(max_examples=max(5, settings.default.max_examples // 3))
 
 
 @st.composite
