@@ -135,15 +135,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor = None, ignore_i
     if input.ndim == 0:
         raise ValueError("cross_entropy: input must have a class dimension, got a 0-d tensor")
     class_dim = 1 if input.ndim >= 2 else 0
-    n_classes = input.shape[class_dim]
-
     if target.is_floating_point():                        # class probabilities
-        if target.shape != input.shape:
-            raise ValueError(f"cross_entropy: probability targets must have the input's shape {input.shape}, "
-                             f"got {target.shape}")
-        if label_smoothing:
-            target = target * (1 - label_smoothing) + label_smoothing / n_classes
-        return _reduce(-(target * input.log_softmax(class_dim)).sum(class_dim), reduction).to(dtype=loss_dtype)
+        return _probability_targets(input, target, class_dim, label_smoothing, reduction).to(dtype=loss_dtype)
 
     rows, labels, kept = _class_rows("cross_entropy", input, target, ignore_index)
     op = fused.CrossEntropyRows.apply if _use_fused(rows) else fused.CrossEntropyRows.composition
@@ -161,6 +154,18 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor = None, ignore_i
     return (nll.sum() / count).to(dtype=loss_dtype)             # 0 kept targets gives nan, as in PyTorch
 
 
+def _probability_targets(input, target, class_dim, label_smoothing, reduction, per_class=None) -> Tensor:
+    """cross_entropy against class probabilities: -sum over the classes of target * log_softmax(input) (each
+    class weighted by per_class, when given); label smoothing mixes the uniform distribution into target."""
+    if target.shape != input.shape:
+        raise ValueError(f"cross_entropy: probability targets must have the input's shape {input.shape}, "
+                         f"got {target.shape}")
+    if label_smoothing:
+        target = target * (1 - label_smoothing) + label_smoothing / input.shape[class_dim]
+    terms = target * input.log_softmax(class_dim)
+    return _reduce(-(terms if per_class is None else terms * per_class).sum(class_dim), reduction)
+
+
 def _weighted_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing) -> Tensor:
     """cross_entropy with class weights, as Tensor ops (the fused op has no weights): log_softmax, then
     nll_loss's weighted sum; label smoothing adds e / C of every class's weighted log-probability, which
@@ -176,15 +181,10 @@ def _weighted_cross_entropy(input, target, weight, ignore_index, reduction, labe
     if weight.shape != (n_classes,):
         raise RuntimeError(f"cross_entropy: weight must hold one number per class, shape ({n_classes},), got "
                            f"{weight.shape}")
-    log_probs = input.log_softmax(class_dim)
     per_class = weight.to(dtype=input.dtype).reshape((n_classes,) + (1,) * (input.ndim - class_dim - 1))
     if target.is_floating_point():                        # class probabilities
-        if target.shape != input.shape:
-            raise ValueError(f"cross_entropy: probability targets must have the input's shape {input.shape}, "
-                             f"got {target.shape}")
-        if label_smoothing:
-            target = target * (1 - label_smoothing) + label_smoothing / n_classes
-        return _reduce(-(target * log_probs * per_class).sum(class_dim), reduction)
+        return _probability_targets(input, target, class_dim, label_smoothing, reduction, per_class)
+    log_probs = input.log_softmax(class_dim)
     nll = nll_loss(log_probs, target, weight, ignore_index, reduction)
     if not label_smoothing:
         return nll
