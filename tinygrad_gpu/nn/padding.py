@@ -92,9 +92,8 @@ def _pad_reflect_or_replicate(x: Tensor, amounts, mode: str) -> Tensor:
         if mode == "reflect" and max(before, after) >= n:
             raise RuntimeError(f"pad: reflect padding ({before}, {after}) must be less than the size {n} of dim {dim}")
         outs.append(n + before + after)
-    # PyTorch's checks of the output's size: replicate wants every padded dim >= 1; reflect one of them >= 1
-    # (a 1-d padding: that one), and none negative
-    if min(outs) < 0 or (mode == "replicate" and min(outs) < 1) or max(outs) < 1:
+    # PyTorch's checks of the output's size: one padded dim at least 1 (a 1-d padding: that one), none negative
+    if min(outs) < 0 or max(outs) < 1:
         raise RuntimeError(f"pad: {mode} padding {tuple(a for _, b, c in amounts for a in (b, c))} of an input of "
                            f"shape {x.shape} gives padded sizes {tuple(reversed(outs))}; too small")
     if x.dtype == dtypes.bool_:
