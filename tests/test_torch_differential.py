@@ -1905,14 +1905,14 @@ def backward(side, outputs, upstreams):
 
 def torch_backward_failure(case, error) -> bool:
     """Is this one of torch 2.13's backward failures after a forward that worked? Its backward formulas
-    subtract or multiply a bool operand (pow, atan2, logaddexp: "Subtraction ... with a bool tensor", or an
-    internal assert), mix 16- and 32-bit floats (huber_loss: "Found dtype Half but expected Float"), and
+    subtract or multiply a bool operand (pow, atan2, logaddexp: "Subtraction ... with a bool tensor", or, for a
+    Python bool, an internal assert that asks for a bug report), mix 16- and 32-bit floats (huber_loss: "Found dtype Half but expected Float"), and
     write a bound's gradient into a smaller shape (clamp with tensor bounds: "doesn't match the broadcast
     shape"). There is no gradient of torch's to compare with there."""
     text = str(error)
     has_bool = any(np.asarray(a).dtype == np.bool_ for a in case.arrays)
     return (has_bool and isinstance(error, RuntimeError)) or "Found dtype" in text or \
-        "doesn't match the broadcast shape" in text
+        "doesn't match the broadcast shape" in text or "INTERNAL ASSERT FAILED" in text
 
 
 def compare_gradients(case, ours: SideResult, theirs: SideResult, O, T):
