@@ -117,6 +117,14 @@ def promote_all(*operands):
             return result
 
 
+def reject_non_floating(op: str, *given, advice: str = "convert first, e.g. x.float()") -> None:
+    """PyTorch computes many ops for floating-point dtypes only (its kernels have no integer or bool version):
+    its NotImplementedError when any of the given dtypes is not a float."""
+    for d in given:
+        if not is_floating(d):
+            raise NotImplementedError(f"{op}: not implemented for {np.dtype(d)} tensors (as in PyTorch); {advice}")
+
+
 def reject_bool(op: str, *given, advice: str = "convert first, e.g. x.long()", error=NotImplementedError) -> None:
     """PyTorch has no bool version of some arithmetic (-, negation, abs, pow of two bools, //, %, floor, ...):
     an error when any of the given dtypes is bool, of PyTorch's kind: NotImplementedError (a RuntimeError) where

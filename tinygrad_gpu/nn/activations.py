@@ -31,9 +31,7 @@ SELU_SCALE = 1.0507009873554804934193349852946
 
 def floating_only(op: str, x: Tensor) -> Tensor:
     """x, when it is floating-point; PyTorch computes these activations for floats only."""
-    if not x.is_floating_point():
-        raise NotImplementedError(f"{op}: not implemented for {x.dtype} tensors (as in PyTorch); convert first, "
-                                  "e.g. x.float()")
+    dtypes.reject_non_floating(op, x.dtype)
     return x
 
 

@@ -57,9 +57,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor = None, bias: Tens
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and (t.ndim != 1 or t.shape[0] != c):
             raise RuntimeError(f"{op}: {name} must hold one value per channel, shape ({c},), got {t.shape}")
-    if not input.is_floating_point():
-        raise NotImplementedError(f"{op}: not implemented for {input.dtype} tensors (as in PyTorch); convert "
-                                  "first, e.g. x.float()")
+    dtypes.reject_non_floating(op, input.dtype)
     dtype = _computed_in(input)
     x = input.to(dtype=dtype)
     groups = x.reshape(n, num_groups, c // num_groups * math.prod(spatial))   # a row: one group of one sample
@@ -108,9 +106,7 @@ def batch_norm(input: Tensor, running_mean: Tensor, running_var: Tensor, weight:
     if not training and (running_mean is None or running_var is None):
         raise RuntimeError(f"{op}: running_mean and running_var must be given in evaluation mode "
                            "(training=False normalises by them)")
-    if not input.is_floating_point():
-        raise NotImplementedError(f"{op}: not implemented for {input.dtype} tensors (as in PyTorch); convert "
-                                  "first, e.g. x.float()")
+    dtypes.reject_non_floating(op, input.dtype)
     for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
                     ("bias", bias)):
         if t is not None and t.dtype != input.dtype and not (dtypes.is_half(input.dtype) and t.dtype == dtypes.float32):

@@ -46,8 +46,9 @@ class Lerp(Function):
                 grad * (end - start) if needed[2] else None)
 
 
-def _promoted(op: str, first: Tensor, *others) -> list:
-    """`first` and the others (tensors or Python numbers) in one dtype, after checking devices and shapes."""
+def promoted_together(op: str, first: Tensor, *others) -> list:
+    """`first` and the others (tensors or Python numbers) in one dtype, after checking devices and shapes (in
+    PyTorch's order: shapes before dtypes). The compositions of ops/compositions.py use it too."""
     tensors = [first] + [first._as_tensor(o) for o in others]
     for t in tensors[1:]:
         if t.device != first.device:
@@ -66,10 +67,8 @@ def lerp(start: Tensor, end, weight) -> Tensor:
     for name, t in (("end", end), ("weight", weight)):       # PyTorch checks the dtypes match first
         if isinstance(t, Tensor) and t.dtype != start.dtype and (name == "end" or t.ndim):
             raise RuntimeError(f"lerp: expected dtype {start.dtype} for `{name}` but got dtype {t.dtype}")
-    if not start.is_floating_point():
-        raise NotImplementedError(f"lerp: not implemented for {start.dtype} tensors (as in PyTorch); convert first, "
-                                  "e.g. x.float()")
-    return Lerp.apply(*_promoted("lerp", start, end, weight))
+    dtypes.reject_non_floating("lerp", start.dtype)
+    return Lerp.apply(*promoted_together("lerp", start, end, weight))
 
 
 def isclose(a: Tensor, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
@@ -80,7 +79,7 @@ def isclose(a: Tensor, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor
     if isinstance(other, Tensor) and other.dtype != a.dtype:
         raise RuntimeError(f"isclose: {a.dtype} did not match {other.dtype}; convert one first (PyTorch promotes "
                            "nothing here)")
-    x, y = _promoted("isclose", a.detach(), other.detach() if isinstance(other, Tensor) else other)
+    x, y = promoted_together("isclose", a.detach(), other.detach() if isinstance(other, Tensor) else other)
     xp = devices.array_module(a.device)
     with devices.use(a.device):
         return Tensor._wrap(xp.isclose(x.data, y.data, rtol=rtol, atol=atol, equal_nan=equal_nan), a.device)

@@ -15,26 +15,10 @@ import numpy as np
 
 from .. import dtypes
 from ..tensor import Tensor
-from . import elementwise, linalg, movement, rearrange, reduce
+from . import blend, elementwise, linalg, movement, rearrange, reduce
 from .elementwise import where
 
 MinMax = collections.namedtuple("MinMax", ["min", "max"])        # aminmax's answer, with PyTorch's field names
-
-
-def _float_only(op: str, *tensors) -> None:
-    """PyTorch computes these for floating dtypes only (its NotImplementedError 'not implemented for Long')."""
-    for t in tensors:
-        if not dtypes.is_floating(t.dtype):
-            raise NotImplementedError(f"{op}: not implemented for {t.dtype} tensors (as in PyTorch); "
-                                      "convert first, e.g. x.float()")
-
-
-def _promoted(a, b):
-    """a and b in the dtype arithmetic between them has (the shapes checked first, as PyTorch does)."""
-    b = a._as_tensor(b)
-    elementwise.check_broadcast("broadcast", a.shape, b.shape)
-    dtype = dtypes.promote(a.dtype, a.ndim, b.dtype, b.ndim)
-    return a.to(dtype=dtype), b.to(dtype=dtype)
 
 
 # ----------------------------------------------------------------------------- elementwise
@@ -60,7 +44,7 @@ def signbit(x):
 
 def frac(x):
     """x - trunc(x), the fractional part with x's sign."""
-    _float_only("frac", x)
+    dtypes.reject_non_floating("frac", x.dtype)
     return x - x.trunc()
 
 
@@ -94,16 +78,16 @@ def sinc(x):
 
 def fmax(a, b):
     """maximum that takes the number where one side is nan (maximum takes the nan)."""
-    return _nan_ignoring(a, b, a.maximum(b))
+    return _nan_ignoring("fmax", a, b, a.maximum(b))
 
 
 def fmin(a, b):
     """minimum that takes the number where one side is nan."""
-    return _nan_ignoring(a, b, a.minimum(b))
+    return _nan_ignoring("fmin", a, b, a.minimum(b))
 
 
-def _nan_ignoring(a, b, picked):
-    a, b = _promoted(a, b)
+def _nan_ignoring(op, a, b, picked):
+    a, b = blend.promoted_together(op, a, b)
     if not dtypes.is_floating(picked.dtype):
         return picked
     return where(b.isnan(), a, where(a.isnan(), b, picked))
@@ -111,14 +95,14 @@ def _nan_ignoring(a, b, picked):
 
 def hypot(a, b):
     """sqrt(a**2 + b**2); inf where either is infinite, even beside a nan (C's hypot, and PyTorch's)."""
-    a, b = _promoted(a, b)
-    _float_only("hypot", a)
+    a, b = blend.promoted_together("hypot", a, b)
+    dtypes.reject_non_floating("hypot", a.dtype)
     return where(a.isinf() | b.isinf(), math.inf, (a * a + b * b).sqrt())
 
 
 def xlogy(x, y):
     """x * log(y), and 0 where x is 0 (even where y is 0 or inf); nan where y is nan."""
-    x, y = _promoted(x, y)
+    x, y = blend.promoted_together("xlogy", x, y)
     x, y = x._floating(), y._floating()
     x_is_zero = x.detach() == 0
     product = x * where(x_is_zero, 1, y).log()
@@ -127,8 +111,8 @@ def xlogy(x, y):
 
 def logaddexp2(a, b):
     """log2(2**a + 2**b), through logaddexp in base e."""
-    a, b = _promoted(a, b)
-    _float_only("logaddexp2", a)
+    a, b = blend.promoted_together("logaddexp2", a, b)
+    dtypes.reject_non_floating("logaddexp2", a.dtype)
     return (a * math.log(2)).logaddexp(b * math.log(2)) / math.log(2)
 
 

@@ -392,9 +392,7 @@ class GeluExact(Function):
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
-    if not x.is_floating_point():                          # PyTorch has no integer GELU
-        raise NotImplementedError(f"gelu: not implemented for {x.dtype} tensors (as in PyTorch); convert first, "
-                                  "e.g. x.float()")
+    dtypes.reject_non_floating("gelu", x.dtype)           # PyTorch has no integer GELU
     if approximate == "tanh":
         return gelu_tanh(x)
     if approximate == "none":

@@ -96,9 +96,7 @@ def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     image (the same windows, one row of them). Floating point only, as PyTorch's max_pool1d."""
     op = "max_pool1d"
     _check_pool_input(op, input, spatial=1)
-    if not input.is_floating_point():
-        raise NotImplementedError(f"{op}: not implemented for {input.dtype} tensors (as in PyTorch); convert "
-                                  "first, e.g. x.float()")
+    dtypes.reject_non_floating(op, input.dtype)
     kernel = single(op, "kernel_size", kernel_size, 1)
     stride = kernel if stride is None or stride == () or stride == [] else single(op, "stride", stride, 1)
     x = input.unsqueeze(-2) if input.ndim == 3 else input.unsqueeze(0).unsqueeze(-2)
@@ -232,7 +230,5 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
         raise RuntimeError(f"{op}: expected an input with nothing empty but the batch, got shape {input.shape}")
     if min(sizes) < 0:
         raise RuntimeError(f"{op}: output_size must be >= 0, got {sizes}")
-    if not input.is_floating_point():
-        raise NotImplementedError(f"{op}: not implemented for {input.dtype} tensors (as in PyTorch); convert "
-                                  "first, e.g. x.float()")
+    dtypes.reject_non_floating(op, input.dtype)
     return _adaptive_mean(_adaptive_mean(input, input.ndim - 2, sizes[0]), input.ndim - 1, sizes[1])

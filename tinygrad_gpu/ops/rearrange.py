@@ -140,7 +140,6 @@ def repeat_interleave(x: Tensor, repeats=None, dim=None) -> Tensor:
     return x[(slice(None),) * d + (index,)]                 # indexing's backward adds the copies' gradients
 
 
-
 # ----------------------------------------------------------------------------- unflatten
 def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
     """Split dim into several: a (2, 12) tensor unflattened at dim 1 into (3, 4) becomes (2, 3, 4).

@@ -288,9 +288,7 @@ def softmax(x: Tensor, dim, dtype, op) -> Tensor:
     """softmax or log_softmax (op): dtype converts x first, as in PyTorch, which has no integer softmax."""
     normalize_dims(op.op_name(), dim, x.ndim)           # PyTorch checks the dim before the dtype
     x = x if dtype is None else x.to(dtype=dtype)
-    if not x.is_floating_point():
-        raise NotImplementedError(f"{op.op_name()}: not implemented for {x.dtype} tensors (as in PyTorch); convert "
-                                  "first, e.g. x.float(), or pass dtype=tg.float32")
+    dtypes.reject_non_floating(op.op_name(), x.dtype, advice="convert first, e.g. x.float(), or pass dtype=tg.float32")
     return op.apply(x._in_float32(), dim=dim)
 
 

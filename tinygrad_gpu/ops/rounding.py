@@ -9,9 +9,10 @@ PyTorch's conventions, which these follow:
   d/db of a - b * q is -q, with q = a // b for remainder and q = trunc(a / b) for fmod;
 * // rounds toward minus infinity (floor), div(rounding_mode="trunc") toward zero;
 * on integer tensors %, //, fmod and the rounded divisions stay integer, and dividing by zero raises
-  PyTorch's RuntimeError (its message says ZeroDivisionError). On a GPU that check would make the host wait for the GPU, so there it is read
-  later, with the next values read from that GPU (deferred_checks.py); meanwhile the zero divisors
-  are replaced by 1, so the results hold defined (but meaningless) numbers.
+  PyTorch's RuntimeError (its message says ZeroDivisionError). On a GPU that check would make the host
+  wait for the GPU, so there it is read later, with the next values read from that GPU
+  (deferred_checks.py); meanwhile the zero divisors are replaced by 1, so the results hold defined (but
+  meaningless) numbers.
 Floating-point division by zero gives inf or nan instead, as in PyTorch.
 """
 from __future__ import annotations
@@ -20,8 +21,6 @@ from .. import deferred_checks, dtypes
 from .. import device as devices
 from .elementwise import _Binary, zero_gradient
 from ..tensor import Function, Tensor
-
-
 
 
 # ----------------------------------------------------------------------------- rounding to whole numbers

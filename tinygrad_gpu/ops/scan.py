@@ -188,7 +188,5 @@ class LogCumSumExp(Function):
 
 def logcumsumexp(x: Tensor, dim) -> Tensor:
     movement.normalize_dim("logcumsumexp", dim, max(x.ndim, 1))
-    if not x.is_floating_point():
-        raise NotImplementedError(f"logcumsumexp: not implemented for {x.dtype} tensors (as in PyTorch); convert "
-                                  "first, e.g. x.float()")
+    dtypes.reject_non_floating("logcumsumexp", x.dtype)
     return along_one_dim("logcumsumexp", x, dim, lambda x, d: LogCumSumExp.apply(x, dim=d))
