@@ -126,22 +126,30 @@ def _gelu_constants(dtype, k: float, c: float):
     return _constants(dtype, 0.5, 1.0, k, c, TANH_LIMIT, 10.0, *TANH_P, *TANH_Q, 3 * c)
 
 
+@helper
+def _gelu_and_slope(v, rational, c):
+    """gelu.cu's formula for one element: out = 0.5 x (1 + t), t = tanh(k x (1 + c x^2)), and its slope gelu'(x) =
+    0.5 (1 + t) + x b (1 - t^2) with b = 0.5 k (1 + 3 c x^2). The tanh's argument takes x clipped to +-10: past
+    that t is exactly +-1 and the slope exactly 1 or 0, and x^3 cannot overflow (fast_cpu.py's reason)."""
+    half, one, k, cubic, clip, three_cubic = c[0], c[1], c[2], c[3], c[5], c[16]
+    xc = min(max(v, -clip), clip)
+    square = xc * xc
+    u = k * xc * (one + cubic * square)
+    t = _tanh_rational(u, c) if rational else math.tanh(u)
+    return half * v * (one + t), half * (one + t) + xc * (half * k * (one + three_cubic * square)) * (one - t * t)
+
+
 @kernel
 def _gelu_loop(x, out, slope, keep_slope, rational, c):
-    """gelu.cu's loop: out = 0.5 x (1 + t), t = tanh(k x (1 + c x^2)), and (keep_slope) slope = gelu'(x) =
-    0.5 (1 + t) + x b (1 - t^2) with b = 0.5 k (1 + 3 c x^2). The tanh's argument takes x clipped to +-10:
-    past that t is exactly +-1 and the slope exactly 1 or 0, and x^3 cannot overflow (fast_cpu.py's reason)."""
-    half, one, k, cubic, clip, three_cubic = c[0], c[1], c[2], c[3], c[5], c[16]
-    for i in prange(x.size):           # numba gives each core one stretch of the elements
-        v = x[i]
-        xc = min(max(v, -clip), clip)
-        square = xc * xc
-        u = k * xc * (one + cubic * square)
-        t = _tanh_rational(u, c) if rational else math.tanh(u)
-        out[i] = half * v * (one + t)
-        if keep_slope:
-            b = half * k * (one + three_cubic * square)
-            slope[i] = half * (one + t) + xc * b * (one - t * t)
+    """gelu.cu's loop, numba giving each core one stretch of the elements. Two loops, not one with an `if
+    keep_slope` inside: LLVM vectorizes a loop without that branch (twice as fast, measured), and drops the
+    slope's arithmetic from the loop that stores none."""
+    if keep_slope:
+        for i in prange(x.size):
+            out[i], slope[i] = _gelu_and_slope(x[i], rational, c)
+    else:
+        for i in prange(x.size):
+            out[i] = _gelu_and_slope(x[i], rational, c)[0]
 
 
 def _gelu(x, k: float, c: float, keep_slope: bool):
