@@ -22,8 +22,8 @@ TEXT = "The quick brown fox jumps over the lazy dog. Pack my box with five dozen
 TINY = dict(n_layer=1, n_head=2, n_embd=16, block_size=16, batch_size=4, eval_iters=2, warmup_iters=5, lr=1e-2,
             min_lr=1e-3, num_samples=0, progress=False)
 TOKENS_PER_STEP = 4 * 16
-FINAL_LINE = re.compile(r"trained [\d.]+[kMGTPE]? tokens, [\d.]+ [kMGTPE]?FLOP, ([\d.]+% MFU, )?[\d.]+ (s|min|h)"
-                        r"(, \$[\d.e-]+ at \$\d+\.\d\d/h)?")
+FINAL_LINE = re.compile(r"trained [\d.]+[kMGTPE]? tokens at [\d.]+[kMGTPE]? tokens/s, [\d.]+ [kMGTPE]?FLOP, "
+                        r"([\d.]+% MFU, )?[\d.]+ (s|min|h)(, \$[\d.e-]+ at \$\d+\.\d\d/h)?")
 
 
 @pytest.fixture(autouse=True)
@@ -169,7 +169,8 @@ def test_a_run_writes_flops_mfu_and_cost_and_ends_with_them(tmp_path, corpus):
     assert rows[-1]["tflops_per_sec"] > 0 and (gpu or rows[-1]["mfu"] > 0)
     last = result.stdout.strip().splitlines()[-1]
     assert FINAL_LINE.fullmatch(last) and ("MFU" in last) != gpu and last.endswith(" at $2.00/h"), last
-    assert last.startswith(f"trained 1.3k tokens, {20 * TOKENS_PER_STEP * per_token / 1e6:.1f} MFLOP, "), last
+    assert last.startswith("trained 1.3k tokens at ") and f" tokens/s, {20 * TOKENS_PER_STEP * per_token / 1e6:.1f} MFLOP, " \
+        in last, last
 
 
 def test_a_resumed_run_keeps_the_cumulative_figures(tmp_path, corpus):

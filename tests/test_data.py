@@ -49,6 +49,18 @@ def test_file_errors(tmp_path):
     empty.write_text("")
     with pytest.raises(DataError, match="empty"):
         TextDataset(data.load_corpus(str(empty)), block_size=8)
+    with pytest.raises(DataError, match="is a folder"):
+        data.load_corpus(str(tmp_path))
+    if hasattr(os, "mkfifo"):                # open() on a pipe would wait for a writer forever
+        os.mkfifo(tmp_path / "pipe")
+        with pytest.raises(DataError, match="not a regular file"):
+            data.load_corpus(str(tmp_path / "pipe"))
+    if os.name == "posix" and os.geteuid() != 0:            # root reads anything
+        locked = tmp_path / "locked.txt"
+        locked.write_text("secret")
+        locked.chmod(0)
+        with pytest.raises(DataError, match="permission denied"):
+            data.load_corpus(str(locked))
 
 
 def test_text_too_short_for_the_block_size():

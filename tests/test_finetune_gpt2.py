@@ -58,7 +58,7 @@ def test_fine_tuning_lowers_the_val_loss_and_writes_a_folder_that_loads(tiny_gpt
         want, got = result["model"].eval()(ids)[0], reloaded.eval()(ids)[0]
     np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert isinstance(result["samples"][0], str)
-    cost = r"^trained 7\.7k tokens, [\d.]+ [kMGT]?FLOP, .*\$[\d.e-]+ at \$2\.00/h$"      # 60 steps of 4 x 32 tokens
+    cost = r"^trained 7\.7k tokens at [\d.]+[kMGT]? tokens/s, [\d.]+ [kMGT]?FLOP, .*\$[\d.e-]+ at \$2\.00/h$"      # 60 steps of 4 x 32 tokens
     assert re.search(cost, capsys.readouterr().out, re.M)
 
 

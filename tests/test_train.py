@@ -140,7 +140,8 @@ def test_resume_after_a_kill_reproduces_the_uninterrupted_run(tmp_path, corpus, 
     stdout, stderr = process.communicate(timeout=60)
     rows = _metrics(out)
     if how == "SIGINT":
-        assert process.returncode == 0 and "interrupted: checkpoint saved" in stdout, stderr
+        # exit code 130 (128 + SIGINT) once the checkpoint is saved, so that `train && next` stops too
+        assert process.returncode == 130 and "interrupted: checkpoint saved" in stdout, stderr
         stopped = int(stdout.split("interrupted: checkpoint saved at iteration ")[1].split(";")[0])
         last = stdout.strip().splitlines()[-1]           # the iteration reached, and the last losses measured
         assert last.startswith(f"stopped at iteration {stopped} of 60; last measured at iteration {rows[-1]['iter']}: "

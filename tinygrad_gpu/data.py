@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import urllib.request
 
 import numpy as np
@@ -64,11 +65,19 @@ def shakespeare() -> str:
 
 
 def read_text(path: str) -> str:
+    """The UTF-8 text of the file at `path`; anything else (no file, a folder, a pipe or a device, which open()
+    would wait on, a file we may not read) is a DataError that says which."""
     if not os.path.exists(path):
         raise DataError(f"no text file at {path}")
+    if os.path.isdir(path):
+        raise DataError(f"{path} is a folder; give the path of a UTF-8 text file")
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise DataError(f"{path} is not a regular file (a pipe or a device); give the path of a UTF-8 text file")
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
+    except PermissionError:
+        raise DataError(f"{path} cannot be read: permission denied") from None
     except UnicodeDecodeError as e:
         raise DataError(f"{path} is not UTF-8 text ({e})") from None
 

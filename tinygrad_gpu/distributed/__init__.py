@@ -24,9 +24,10 @@ Started without mpiexec, a program is a world of one process: under "mpi" every 
 once and nothing is communicated; under "nccl" a one-GPU communicator still makes the calls.
 """
 from .group import (ReduceOp, Work, abort_job, all_gather_object, all_reduce, barrier, broadcast,
-                    destroy_process_group, get_backend, get_device, get_node_local_rank, get_rank, get_world_size,
-                    init_process_group, is_initialized, launched_by_mpiexec, launcher_rank)
+                    destroy_process_group, end_job, gather_before_group, get_backend, get_device, get_node_local_rank,
+                    get_rank, get_world_size, init_process_group, is_initialized, launched_by_mpiexec, launcher_rank)
 
 __all__ = ["ReduceOp", "Work", "init_process_group", "destroy_process_group", "is_initialized", "get_rank",
            "get_world_size", "get_node_local_rank", "get_backend", "get_device", "all_reduce", "broadcast", "barrier",
-           "all_gather_object", "abort_job", "launched_by_mpiexec", "launcher_rank"]
+           "all_gather_object", "abort_job", "end_job", "gather_before_group", "launched_by_mpiexec",
+           "launcher_rank"]

@@ -176,6 +176,30 @@ def abort_job(exit_code: int = 1) -> None:
     raise SystemExit(exit_code)
 
 
+def gather_before_group(value) -> list:
+    """Every process's `value`, in rank order, over MPI's world, before any group exists (how a job's ranks
+    agree that a setting is wrong before they form one); [value] in a process that mpiexec did not start."""
+    if not launched_by_mpiexec():
+        return [value]
+    from . import mpi
+    try:
+        world = mpi.world()
+    except RuntimeError:            # no mpi4py: init_process_group will say so
+        return [value]
+    return world.allgather(value) if world.Get_size() > 1 else [value]
+
+
+def end_job(exit_code: int) -> None:
+    """End this rank with `exit_code` where every rank of the job ends alike, having agreed to (on an error
+    all of them know): the group is closed and MPI finalized first, so no rank's exit reads as a failure that
+    must end the others (abort_job's MPI_Abort, which the launcher reports in lines of its own)."""
+    destroy_process_group()
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
+    raise SystemExit(exit_code)
+
+
 def _abort_the_job_on_an_uncaught_exception() -> None:
     """Under plain `python` (not `python -m mpi4py`) a rank that dies of an exception would leave the
     others blocked in their next collective: print the traceback, say which rank it was, abort all."""

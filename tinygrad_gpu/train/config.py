@@ -13,6 +13,14 @@ class ConfigError(ValueError):
 
 
 GROUPS = ("data", "model", "optimisation", "schedule", "evaluation and output", "devices")
+# What a resumed run may change without --allow-setting-change: how long it goes on, what it reports and where it
+# runs. The rest (the text, the optimisation, the schedule) keep the run's values, and the architecture its
+# checkpoint's.
+CHANGEABLE_ON_RESUME = ("max_iters", "eval_interval", "eval_iters", "num_samples", "sample_tokens", "progress",
+                        "device", "dtype", "backend", "price_per_hour", "watts", "grid_gco2_per_kwh")
+KEPT_ON_RESUME = ("drop_unknown", "seed", "batch_size", "gradient_accumulation_steps", "lr", "weight_decay", "beta1",
+                  "beta2", "grad_clip", "warmup_iters", "lr_decay_iters", "min_lr", "freeze_embeddings",
+                  "freeze_layers")
 
 
 def _flag(default, group: str, help: str, choices=None, shown=None):
@@ -61,7 +69,14 @@ class TrainConfig:
     eval_iters: int = _flag(20, "evaluation and output", "batches per split in each measurement")
     out_dir: str = _flag("out-charlm", "evaluation and output", "this run's folder: ckpt.safetensors, "
                          "metrics.jsonl, loss.png")
-    resume: bool = _flag(False, "evaluation and output", "continue the run whose checkpoint is in --out-dir")
+    resume: bool = _flag(False, "evaluation and output", "continue the run whose checkpoint is in --out-dir, on "
+                         "the same text and with the same settings; only these may change: " +
+                         ", ".join("--" + name.replace("_", "-") for name in CHANGEABLE_ON_RESUME))
+    allow_data_change: bool = _flag(False, "evaluation and output", "with --resume: continue on the text --data "
+                                    "gives, though it is not the text the run trained on")
+    allow_setting_change: bool = _flag(False, "evaluation and output", "with --resume: take the settings given on "
+                                       "the command line (--lr, --batch-size, ...) from here on, though the run "
+                                       "had others")
     overwrite: bool = _flag(False, "evaluation and output", "start a new run in an --out-dir that holds "
                             "another run, replacing it")
     num_samples: int = _flag(2, "evaluation and output", "texts to sample at the end")
@@ -125,6 +140,10 @@ def validate(config: TrainConfig) -> str:
             raise ConfigError(f"{flag(name)} must be in [0, 1), got {getattr(config, name)}")
     if config.resume and config.init_from:
         raise ConfigError("--resume continues OUT_DIR's own run; --init-from starts a new one: pick one")
+    for name in ("allow_data_change", "allow_setting_change"):
+        if getattr(config, name) and not config.resume:
+            raise ConfigError(f"{flag(name)} applies to --resume, which continues a run; a new run takes any "
+                              "--data and settings")
     if config.resume and config.overwrite:
         raise ConfigError("--resume continues the run in --out-dir; --overwrite replaces it: pick one")
     return device_named(config.device)

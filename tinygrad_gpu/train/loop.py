@@ -17,20 +17,20 @@ import sys
 
 import numpy as np
 
-from .. import random
-from ..data import DataError, TextDataset, load_corpus
+from .. import distributed, random
+from ..data import DataError, TextDataset
 from ..nn.parallel import DistributedDataParallel
 from ..ops.movement import stack
 from ..optim import clip_grad_norm_
 from ..optim.lr_scheduler import warmup_cosine
 from ..tensor import Tensor, no_grad
 from ..tokenizers import Tokenizer
-from . import checkpointing, compute
+from . import checkpointing, compute, resuming
 from .config import TrainConfig, build_model, freeze, validate
 from .divergence import DivergenceWatch
 from .energy import EnergyMeter
 from .precision import Precision
-from .ranks import Ranks
+from .ranks import Ranks, agreeing_on_errors, backend_for
 from .reporting import Report
 
 
@@ -38,7 +38,10 @@ def train(config: TrainConfig, log=print) -> dict:
     """Run (or resume) training; return the final losses, samples, and what the run computed and cost
     (reporting.Report.totals: tokens, flops, elapsed_s, mfu, and cost with --price-per-hour). Under
     mpiexec, every rank calls it (ranks.py); rank 0 alone logs, writes and samples."""
-    ranks = Ranks(config, validate(config))
+    with agreeing_on_errors(distributed.gather_before_group):     # the settings, alike on every rank
+        device = validate(config)
+        backend = backend_for(config, device)
+    ranks = Ranks(config, device, backend)
     try:
         summary = _train(config, ranks, log if ranks.is_main else _silent)
     except BaseException:
@@ -51,12 +54,15 @@ def train(config: TrainConfig, log=print) -> dict:
 
 def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
     device = ranks.device
-    checkpointing.claim_out_dir(config)       # every rank looks before rank 0 writes (after DDP's broadcast)
-    model, dataset, settings, saved = _prepare(config, device, log)
-    checkpointing.check_world_size(saved, ranks.world_size, config)
-    if ranks.rank:                  # dropout's stream differs per rank; rank 0 keeps a single process's
-        random.manual_seed(config.seed + ranks.rank)
-    freeze(model, config)
+    # Every rank finds the same mistakes here, and they agree before going on: one reports, all end together.
+    with agreeing_on_errors(ranks.gather):
+        ranks.check_micro_batches()
+        checkpointing.claim_out_dir(config)       # every rank looks before rank 0 writes (after DDP's broadcast)
+        config, model, dataset, settings, saved, data, changes = _prepare(config, device, log)
+        checkpointing.check_world_size(saved, ranks.world_size, config)
+        if ranks.rank:                  # dropout's stream differs per rank; rank 0 keeps a single process's
+            random.manual_seed(config.seed + ranks.rank)
+        freeze(model, config)
     optimizer = model.configure_optimizers(config.weight_decay, config.lr, (config.beta1, config.beta2))
     # --dtype: autocast, and float16's GradScaler; a resumed run keeps the dtype it was saved in unless told otherwise
     precision = Precision.for_run(config.dtype or (saved.get("dtype") if config.resume else None), device)
@@ -95,7 +101,7 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
     if meter is not None:
         log(f"energy: {meter.source or 'not measured here (give --watts W for an estimate)'}")
     report = Report(config, iter_num, tokens_per_step, flops_per_token, peak, ranks.world_size, ranks.is_main,
-                    precision.name, meter)
+                    precision.name, meter, changes)
     watch = DivergenceWatch(config)
     decay_iters = config.lr_decay_iters or config.max_iters
 
@@ -104,7 +110,7 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
         rank_states = ranks.gather(checkpointing.rng_state())      # every rank's dropout stream
         if ranks.is_main:
             checkpointing.save(os.path.join(config.out_dir, checkpointing.CHECKPOINT_NAME), model, optimizer,
-                               iter_num, dataset.tokenizer, settings, config, data_rng, rank_states, precision)
+                               iter_num, dataset.tokenizer, settings, config, data_rng, rank_states, precision, data)
         watch.saved_at = iter_num
 
     # Overflows show up as an inf or nan loss, which the watch reports: NumPy's warnings would only repeat it.
@@ -125,6 +131,7 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
                 break
             if ranks.any(stop.requested):   # all ranks stop at the same step, and save once
                 save_checkpoint()
+                report.close_progress()     # the bar first, so that it is not drawn again below the message
                 report.write(f"interrupted: checkpoint saved at iteration {iter_num}; continue with --resume")
                 break
             batches = ranks.batches(dataset, "train", config.batch_size, data_rng)
@@ -180,11 +187,18 @@ def training_step(model, optimizer, batches: list, grad_clip: float, precision: 
 
 
 def _prepare(config: TrainConfig, device: str, log):
-    """Model, dataset, model settings and the checkpoint the run starts from (None: a fresh model)."""
+    """The run's settings (a resumed run's own, resuming.py), model, dataset, model settings, the checkpoint
+    the run starts from (None: a fresh model), the text's record, and the changes a resumed run was allowed."""
     saved = checkpointing.load_start(config)
+    config, changes = resuming.kept_settings(config, saved)
+    config, text, data_change = resuming.kept_text(config, saved)
+    changes.update(data_change)
+    for name, (old, new) in changes.items():
+        log(f"changed on resuming: {name} " + (f"{old['source']} -> {new['source']}" if name == "data" else
+                                                f"{old} -> {new}"))
     tokenizer = checkpointing.tokenizer_of(saved) if saved is not None else None
     settings = checkpointing.model_settings(saved, config)
-    text = load_corpus(config.data)
+    data = resuming.data_record(config.data, text)
     missing = tokenizer.unknown(text) if tokenizer is not None else []     # a byte-level BPE lacks none
     if missing:
         if not config.drop_unknown:
@@ -199,7 +213,7 @@ def _prepare(config: TrainConfig, device: str, log):
     if saved is not None:
         checkpointing.load_weights(model, saved)
     model.to(device)
-    return model, dataset, settings, saved
+    return config, model, dataset, settings, saved, data, changes
 
 
 @no_grad()

@@ -16,21 +16,62 @@ Without mpiexec (and without --backend) a run is a world of one: nothing here co
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 
 from .. import device as devices
 from .. import distributed
+from ..data import DataError
 from .config import ConfigError
 
 
+class RanksStopped(Exception):
+    """A mistake in the settings, the data or a checkpoint that every rank of the job knows about (agreeing_on_errors):
+    its message, the first rank that found it, whether every rank did, and this rank's number."""
+
+    def __init__(self, message: str, first_rank: int, every_rank: bool, rank: int, world_size: int):
+        super().__init__(message)
+        self.first_rank, self.every_rank, self.rank, self.world_size = first_rank, every_rank, rank, world_size
+
+
+@contextlib.contextmanager
+def agreeing_on_errors(gather):
+    """Run the block on every rank, then agree: if it raised a one-line error (ConfigError, DataError) on some
+    rank, every rank raises RanksStopped with the first rank's, so that one line reports it and the ranks end
+    together (cli.one_line_errors). `gather`: every rank's value in rank order (Ranks.gather, or
+    distributed.gather_before_group before the group exists). The block must not communicate: a rank that
+    failed early would miss its collectives. In a world of one the error passes unchanged."""
+    failure = None
+    try:
+        yield
+    except (ConfigError, DataError) as error:
+        failure = error
+    found = gather(None if failure is None else str(failure))
+    if len(found) == 1:
+        if failure is not None:
+            raise failure
+        return
+    failed = [rank for rank, message in enumerate(found) if message is not None]
+    if failed:
+        rank = distributed.get_rank() if distributed.is_initialized() else distributed.launcher_rank()[0]
+        raise RanksStopped(found[failed[0]], failed[0], len(failed) == len(found), rank, len(found)) from failure
+
+
+def backend_for(config, device: str):
+    """How this run's processes communicate: None for a world of one (no mpiexec, no --backend), else mpi or
+    nccl (_backend). Decided before the group exists, alike on every rank."""
+    if distributed.launched_by_mpiexec() or config.backend is not None:
+        return _backend(config.backend, device)
+    return None
+
+
 class Ranks:
-    def __init__(self, config, device: str):
-        """Join the run's process group (when started by mpiexec or given --backend): the rank's device
-        (under nccl, GPU number node-local-rank) and its micro-batches per step."""
-        self.backend = None
-        if distributed.launched_by_mpiexec() or config.backend is not None:
-            self.backend = _backend(config.backend, device)
+    def __init__(self, config, device: str, backend: str = None):
+        """Join the run's process group under `backend` (backend_for): the rank's device (under nccl, GPU number
+        node-local-rank) and its micro-batches per step (check_micro_batches says whether they fit)."""
+        self.backend = backend
+        if backend is not None:
             try:
                 distributed.init_process_group(self.backend, device)
             except RuntimeError as e:       # no GPU for nccl, no mpi4py: one line, as every mistake
@@ -41,11 +82,14 @@ class Ranks:
         self.world_size = distributed.get_world_size() if self.backend else 1
         self.device, self.is_main = device, self.rank == 0
         self.global_micro_batches = config.gradient_accumulation_steps or self.world_size
+        self.micro_batches = self.global_micro_batches // self.world_size
+
+    def check_micro_batches(self) -> None:
+        """Each rank runs an equal share of a step's micro-batches."""
         if self.global_micro_batches % self.world_size:
             raise ConfigError(f"--gradient-accumulation-steps {self.global_micro_batches} is not a multiple of the "
                               f"{self.world_size} processes: each runs an equal share of a step's micro-batches; "
                               f"pass a multiple of {self.world_size}, or leave it out (one per process)")
-        self.micro_batches = self.global_micro_batches // self.world_size
 
     @property
     def communicates(self) -> bool:

@@ -24,7 +24,8 @@ class Report:
     shows and writes anything; the others keep the same rows, to agree on what is left to do."""
 
     def __init__(self, config, iter_num: int, tokens_per_step: int, flops_per_token: int, peak_flops: float = None,
-                 world_size: int = 1, main: bool = True, dtype: str = "float32", meter=None):
+                 world_size: int = 1, main: bool = True, dtype: str = "float32", meter=None, changes: dict = None):
+        """`changes`: what a resumed run was allowed to change (resuming.py), kept in its next row."""
         self.path, self.main, self.world_size = os.path.join(config.out_dir, METRICS_NAME), main, world_size
         self.dtype, self.meter, self.grid = dtype, meter, getattr(config, "grid_gco2_per_kwh", None)
         if config.resume:       # the rows written after the checkpoint are about to be redone
@@ -42,19 +43,22 @@ class Report:
         self.start = time.time() - (self.metrics[-1]["elapsed_s"] if self.metrics else 0.0)
         # The energy of the runs this one resumes, to which this run's meter adds (energy.py)
         self.energy_before = (self.metrics[-1].get("energy_kwh") or 0.0) if self.metrics else 0.0
-        self.interval_start, self.interval_steps = time.time(), 0
         self.shown_at, self.shown_iter = time.time(), iter_num
+        self.changes = changes or {}
 
     def measure(self, iter_num: int, losses: dict, lr: float) -> dict:
-        """The metrics row of an evaluation; the speed is over the steps since the last one."""
-        tokens_per_sec = self.interval_steps * self.tokens_per_step / max(time.time() - self.interval_start, 1e-9)
+        """The metrics row of an evaluation. Its speed, FLOP/s, MFU and cost are the run's so far (run_totals),
+        as the line a run ends with shows them: the same figures, computed once."""
+        elapsed = self.elapsed()
+        so_far = run_totals(iter_num * self.tokens_per_step, self.flops_per_token, elapsed, self.peak_flops,
+                            self.price_per_hour)
         row = {"iter": iter_num, "train_loss": round(losses["train"], 6), "val_loss": round(losses["val"], 6),
-               "lr": lr, "tokens_per_sec": round(tokens_per_sec, 1), "world_size": self.world_size, "dtype": self.dtype,
-               "elapsed_s": self.elapsed(),
-               "flops": iter_num * self.tokens_per_step * self.flops_per_token,
-               "tflops_per_sec": _significant(tokens_per_sec * self.flops_per_token / 1e12),
-               "mfu": self._mfu(tokens_per_sec * self.flops_per_token)}
-        return {**row, **self._energy(), **self._cost(iter_num, row["elapsed_s"])}
+               "lr": lr, "tokens_per_sec": so_far["tokens_per_sec"], "world_size": self.world_size,
+               "dtype": self.dtype, "elapsed_s": elapsed, "flops": so_far["flops"],
+               "tflops_per_sec": so_far["tflops_per_sec"], "mfu": so_far["mfu"]}
+        cost = {key: so_far[key] for key in ("cost", "cost_per_million_tokens") if key in so_far}
+        changed, self.changes = ({"changed": self.changes} if self.changes else {}), {}
+        return {**row, **self._energy(), **cost, **changed}
 
     def energy_kwh(self):
         """The energy of the whole run so far (resumed runs included), or None where nothing measures it."""
@@ -66,16 +70,13 @@ class Report:
         return {} if used is None else {"energy_kwh": used, "energy_source": self.meter.source}
 
     def totals(self, iter_num: int) -> dict:
-        """The whole run's figures, those of the runs it resumes included (run_totals)."""
-        return run_totals(iter_num * self.tokens_per_step, self.flops_per_token, self.elapsed(), self.peak_flops,
+        """The whole run's figures, those of the runs it resumes included (run_totals). A run that ends with an
+        evaluation ends with that row's figures: its seconds, so the same speed, MFU and cost."""
+        last = self.metrics[-1] if self.metrics else None
+        elapsed = last["elapsed_s"] if last is not None and last["iter"] == iter_num else self.elapsed()
+        return run_totals(iter_num * self.tokens_per_step, self.flops_per_token, elapsed, self.peak_flops,
                           self.price_per_hour, self.energy_kwh(), self.meter is not None and self.meter.estimated,
                           self.grid)
-
-    def _mfu(self, flops_per_sec: float):
-        return None if self.peak_flops is None else _significant(flops_per_sec / self.peak_flops)
-
-    def _cost(self, iter_num: int, elapsed_s: float) -> dict:
-        return _cost(iter_num * self.tokens_per_step, elapsed_s, self.price_per_hour)
 
     def record(self, row: dict) -> None:
         if self.main:
@@ -85,11 +86,9 @@ class Report:
         self.evaluated.add(row["iter"])
         self.write(f"iter {row['iter']}: train loss {row['train_loss']:.4f}, val loss {row['val_loss']:.4f}, "
                    f"{row['tokens_per_sec']:.0f} tokens/s")
-        self.interval_start, self.interval_steps = time.time(), 0
 
     def step(self, iter_num: int, loss) -> None:
         """A training step is done; `iter_num` counts it."""
-        self.interval_steps += 1
         if self.main and (iter_num % 10 == 0 or iter_num == self.max_iters):  # .item() waits for the GPU
             speed = (iter_num - self.shown_iter) * self.tokens_per_step / max(time.time() - self.shown_at, 1e-9)
             shown = dict(loss=f"{loss.item():.4f}", tok_per_s=f"{speed:.0f}")
@@ -113,8 +112,12 @@ class Report:
         self.close()
         return False
 
-    def close(self) -> None:
+    def close_progress(self) -> None:
+        """Take the progress bar off the terminal (closing it again later does nothing)."""
         self.progress.close()
+
+    def close(self) -> None:
+        self.close_progress()
         if self.main:
             _plot(self.metrics, os.path.join(os.path.dirname(self.path), "loss.png"))
 
@@ -122,12 +125,15 @@ class Report:
 def run_totals(tokens: int, flops_per_token: float, elapsed_s: float, peak_flops: float = None,
                price_per_hour: float = None, energy_kwh: float = None, energy_estimated: bool = False,
                grid_gco2_per_kwh: float = None) -> dict:
-    """A run's figures, for cost_line: tokens and FLOPs trained, seconds, the MFU over those seconds
-    (evaluations included: the time the machine was paid for, as the cost is), the cost, and the energy
-    (None where nothing measured or estimated it) with its CO2 at the grid's intensity."""
+    """A run's figures, for cost_line and each metrics row: tokens and FLOPs trained, seconds, and over those
+    seconds (evaluations included: the time the machine was paid for, as the cost is) the tokens per second,
+    TFLOP/s and MFU; the cost, and the energy (None where nothing measured or estimated it) with its CO2 at
+    the grid's intensity."""
     flops = tokens * flops_per_token
-    mfu = None if peak_flops is None else _significant(flops / max(elapsed_s, 1e-9) / peak_flops)
-    totals = {"tokens": tokens, "flops": flops, "elapsed_s": elapsed_s, "mfu": mfu,
+    per_second = 1 / max(elapsed_s, 1e-9)
+    mfu = None if peak_flops is None else _significant(flops * per_second / peak_flops)
+    totals = {"tokens": tokens, "flops": flops, "elapsed_s": elapsed_s, "tokens_per_sec": round(tokens * per_second, 1),
+              "tflops_per_sec": _significant(flops * per_second / 1e12), "mfu": mfu,
               **_cost(tokens, elapsed_s, price_per_hour)}
     if energy_kwh is not None:
         totals.update(energy_kwh=energy_kwh, energy_estimated=energy_estimated)
@@ -147,9 +153,10 @@ def _cost(tokens: int, elapsed_s: float, price_per_hour: float = None) -> dict:
 
 
 def cost_line(totals: dict, price_per_hour: float = None) -> str:
-    """The run in one line: `trained 2.0M tokens, 4.1 PFLOP, 31% MFU, 2.1 min, $0.07 at $2.00/h`
+    """The run in one line: `trained 2.0M tokens at 16.1k tokens/s, 4.1 PFLOP, 31% MFU, 2.1 min, $0.07 at $2.00/h`
     (the MFU where the device's peak is known, the cost where the price is)."""
-    parts = [f"trained {_prefixed(totals['tokens'])} tokens", f"{_prefixed(totals['flops'], ' ')}FLOP"]
+    parts = [f"trained {_prefixed(totals['tokens'])} tokens at {_prefixed(totals['tokens_per_sec'])} tokens/s",
+             f"{_prefixed(totals['flops'], ' ')}FLOP"]
     if totals["mfu"] is not None:
         percent = 100 * totals["mfu"]
         parts.append(f"{percent:.0f}% MFU" if percent >= 10 else f"{percent:.2g}% MFU")

@@ -1,0 +1,82 @@
+"""What a resumed run keeps of the run it continues: its text and its settings.
+
+A checkpoint records the settings the run was started with (TrainConfig.flags()) and the text it trained on
+(data_record: the corpus's name or the file's absolute path, and the text's SHA-256). --resume continues with
+them: a setting of KEPT_ON_RESUME left off the command line takes the run's value, not the default, and --data
+left off reads the run's text again. A setting given with another value, or another text, is refused in one line
+that names both, unless the user says it is deliberate (--allow-setting-change, --allow-data-change); the change
+then goes into the next metrics.jsonl row ("changed": {name: [old, new]}). CHANGEABLE_ON_RESUME (how long the
+run goes on, what it reports, where it runs) may change freely; the architecture is the checkpoint's
+(check_against_checkpoint). Checkpoints from before these records continue as they did: with what is given.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+
+from ..data import DataError, load_corpus
+from .config import KEPT_ON_RESUME, ConfigError, TrainConfig
+
+NAMED_CORPORA = ("builtin", "shakespeare")
+
+
+def data_record(name_or_path: str, text: str) -> dict:
+    """What a run trains on, as its checkpoint keeps it: a named corpus's name or a file's absolute path (a
+    resumed run may start in another folder), and the text's SHA-256."""
+    source = name_or_path or "builtin"
+    return {"source": source if source in NAMED_CORPORA else os.path.abspath(source),
+            "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+
+
+def kept_settings(config: TrainConfig, saved: dict) -> tuple:
+    """(config with the run's settings where the command line gave none, the changes it gave {name: [old,
+    new]}). A change without --allow-setting-change is a ConfigError naming the old and new values."""
+    recorded = (saved or {}).get("config") if config.resume else None
+    if not recorded:
+        return config, {}
+    changes = {name: [recorded[name], getattr(config, name)] for name in KEPT_ON_RESUME
+               if name in recorded and name in config.given and getattr(config, name) != recorded[name]}
+    if changes and not config.allow_setting_change:
+        named = ", ".join(f"{_flag(name)} {new} (the run's: {old})" for name, (old, new) in changes.items())
+        raise ConfigError(f"--resume continues the run in {config.out_dir} with its own settings, and the command "
+                          f"line changes them: {named}; leave {'that flag' if len(changes) == 1 else 'those flags'} "
+                          "out, or pass --allow-setting-change to train with the new values from here on")
+    kept = {name: recorded[name] for name in KEPT_ON_RESUME if name in recorded and name not in config.given}
+    return dataclasses.replace(config, **kept), changes
+
+
+def kept_text(config: TrainConfig, saved: dict) -> tuple:
+    """(config, the text to train on, the change {"data": [old, new]} or {}). A resumed run reads the text it
+    trained on, unless --data says otherwise; a text other than the run's is a DataError without
+    --allow-data-change, whether --data names another or the run's own file has changed since."""
+    record = (saved or {}).get("data") if config.resume else None
+    if record is None:
+        return config, load_corpus(config.data), {}
+    given = "data" in config.given
+    if not given:
+        config = dataclasses.replace(config, data=record["source"])
+    try:
+        text = load_corpus(config.data)
+    except DataError as e:
+        if given:
+            raise
+        raise DataError(f"--resume continues on the run's text, and it cannot be read: {e}; give the text with "
+                        "--data") from None
+    now = data_record(config.data, text)
+    if now["sha256"] == record["sha256"]:
+        return config, text, {}
+    if not config.allow_data_change:
+        was = f"{record['source']}, SHA-256 {record['sha256'][:12]}..."
+        if given:
+            raise DataError(f"--data {config.data} is not the text the run in {config.out_dir} trained on ({was}); "
+                            "leave --data out to continue on that text, or pass --allow-data-change to continue on "
+                            "this one")
+        raise DataError(f"the run's text has changed since its checkpoint was saved ({was} then, SHA-256 "
+                        f"{now['sha256'][:12]}... now); put it back, or pass --allow-data-change to continue on it "
+                        "as it is")
+    return config, text, {"data": [record, now]}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
