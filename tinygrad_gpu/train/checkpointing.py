@@ -26,11 +26,12 @@ class CheckpointError(ConfigError):
 
 
 def save(path: str, model, optimizer, iter_num: int, tokenizer, settings: dict, config: TrainConfig,
-         data_rng, rank_states: list = None, precision=None, data: dict = None) -> None:
+         data_rng, rank_states: list = None, precision=None, data: dict = None, changes: dict = None) -> None:
     """`rank_states`: every rank's rng_state() under mpiexec (the data stream is alike on all ranks);
     `precision`: the run's dtype (precision.py), and a float16 run's GradScaler, whose scale and growth
     tracker a resumed run continues from; `data`: what the run trains on (resuming.data_record), which a
-    resumed run reads again."""
+    resumed run reads again; `changes`: settings a resumed run was allowed to change that no metrics row has
+    recorded yet (resuming.py)."""
     rank_states = rank_states or [rng_state()]
     rng = {"data": data_rng.bit_generator.state, **rank_states[0]}
     if len(rank_states) > 1:
@@ -41,6 +42,7 @@ def save(path: str, model, optimizer, iter_num: int, tokenizer, settings: dict, 
         "rng": rng, "world_size": len(rank_states),
         **({"dtype": precision.name} if precision is not None else {}),
         **({"data": data} if data is not None else {}),
+        **({"changes": changes} if changes else {}),
         **({"grad_scaler": precision.scaler.state_dict()} if precision is not None and precision.scaler else {}),
     }, path)
 

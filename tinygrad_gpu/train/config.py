@@ -13,11 +13,13 @@ class ConfigError(ValueError):
 
 
 GROUPS = ("data", "model", "optimisation", "schedule", "evaluation and output", "devices")
-# What a resumed run may change without --allow-setting-change: how long it goes on, what it reports and where it
-# runs. The rest (the text, the optimisation, the schedule) keep the run's values, and the architecture its
-# checkpoint's.
-CHANGEABLE_ON_RESUME = ("max_iters", "eval_interval", "eval_iters", "num_samples", "sample_tokens", "progress",
-                        "device", "dtype", "backend", "price_per_hour", "watts", "grid_gco2_per_kwh")
+# What --resume does with each setting (resuming.py). KEPT_ON_RESUME: the text's handling, the optimisation and
+# the schedule keep the run's values; another value needs --allow-setting-change. CHANGEABLE_ON_RESUME: how long
+# the run goes on and what it reports may change; left out, they keep the run's values too. CHOSEN_EACH_TIME:
+# where and how this invocation runs, from its own command line. The architecture is the checkpoint's.
+CHANGEABLE_ON_RESUME = ("max_iters", "eval_interval", "eval_iters", "num_samples", "sample_tokens", "price_per_hour",
+                        "watts", "grid_gco2_per_kwh")
+CHOSEN_EACH_TIME = ("progress", "device", "dtype", "backend")
 KEPT_ON_RESUME = ("drop_unknown", "seed", "batch_size", "gradient_accumulation_steps", "lr", "weight_decay", "beta1",
                   "beta2", "grad_clip", "warmup_iters", "lr_decay_iters", "min_lr", "freeze_embeddings",
                   "freeze_layers")
@@ -71,7 +73,7 @@ class TrainConfig:
                          "metrics.jsonl, loss.png")
     resume: bool = _flag(False, "evaluation and output", "continue the run whose checkpoint is in --out-dir, on "
                          "the same text and with the same settings; only these may change: " +
-                         ", ".join("--" + name.replace("_", "-") for name in CHANGEABLE_ON_RESUME))
+                         ", ".join("--" + name.replace("_", "-") for name in CHANGEABLE_ON_RESUME + CHOSEN_EACH_TIME))
     allow_data_change: bool = _flag(False, "evaluation and output", "with --resume: continue on the text --data "
                                     "gives, though it is not the text the run trained on")
     allow_setting_change: bool = _flag(False, "evaluation and output", "with --resume: take the settings given on "
@@ -100,13 +102,22 @@ class TrainConfig:
     grid_gco2_per_kwh: float = _flag(None, "devices", "the grid's carbon intensity, in grams of CO2 per kWh: adds "
                                      "the run's CO2 to its last line", shown="no CO2 shown")
     # The flags given on the command line (parse_args fills it): the architecture flags among them
-    # must agree with a checkpoint that is loaded.
-    given: tuple = dataclasses.field(default=(), metadata=dict(group=None))
+    # must agree with a checkpoint that is loaded. None: a TrainConfig made in code (see chosen()).
+    given: tuple = dataclasses.field(default=None, metadata=dict(group=None))
 
     MODEL_FIELDS = ("model", "n_layer", "n_head", "n_embd", "block_size", "dropout", "bias")
 
     def model_settings(self) -> dict:
         return {name: getattr(self, name) for name in self.MODEL_FIELDS}
+
+    def chosen(self) -> tuple:
+        """The settings chosen on purpose, which a resumed run takes over its own (resuming.py): the flags given
+        on the command line, or, for a TrainConfig made in code, the fields that differ from TrainConfig's
+        defaults."""
+        if self.given is not None:
+            return self.given
+        default = TrainConfig()
+        return tuple(name for name, value in self.flags().items() if value != getattr(default, name))
 
     def flags(self) -> dict:
         """The settings that are flags, by name (what a checkpoint records of the run)."""
@@ -161,7 +172,7 @@ def check_against_checkpoint(config: TrainConfig, settings: dict, path: str) -> 
     """Architecture flags given on the command line must agree with the checkpoint being loaded, whose
     architecture wins (its weights must fit); fine-tuning may change the dropout."""
     for name in TrainConfig.MODEL_FIELDS:
-        if name in config.given and not (name == "dropout" and config.init_from):
+        if name in (config.given or ()) and not (name == "dropout" and config.init_from):
             if getattr(config, name) != settings[name]:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(config, name)} contradicts the checkpoint "
                                   f"{path}, whose {name} is {settings[name]}; leave the flag out to keep the "

@@ -11,6 +11,7 @@ gradients add up (--gradient-accumulation-steps), and shared among processes sta
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -38,10 +39,13 @@ def train(config: TrainConfig, log=print) -> dict:
     """Run (or resume) training; return the final losses, samples, and what the run computed and cost
     (reporting.Report.totals: tokens, flops, elapsed_s, mfu, and cost with --price-per-hour). Under
     mpiexec, every rank calls it (ranks.py); rank 0 alone logs, writes and samples."""
+    if config.resume and "init_from" not in config.chosen():
+        # a program's default starting point (finetune_charlm.py's): a resumed run starts from its own checkpoint
+        config = dataclasses.replace(config, init_from=None)
     with agreeing_on_errors(distributed.gather_before_group):     # the settings, alike on every rank
         device = validate(config)
         backend = backend_for(config, device)
-    ranks = Ranks(config, device, backend)
+    ranks = Ranks(device, backend)
     try:
         summary = _train(config, ranks, log if ranks.is_main else _silent)
     except BaseException:
@@ -55,23 +59,26 @@ def train(config: TrainConfig, log=print) -> dict:
 def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
     device = ranks.device
     # Every rank finds the same mistakes here, and they agree before going on: one reports, all end together.
+    # Every rank finds the same mistakes here (nothing in the block communicates), and they agree before going
+    # on: one reports, all end together. Nothing is written before they have agreed.
     with agreeing_on_errors(ranks.gather):
-        ranks.check_micro_batches()
         checkpointing.claim_out_dir(config)       # every rank looks before rank 0 writes (after DDP's broadcast)
         config, model, dataset, settings, saved, data, changes = _prepare(config, device, log)
+        ranks.share_micro_batches(config)         # a resumed run's own --gradient-accumulation-steps
         checkpointing.check_world_size(saved, ranks.world_size, config)
         if ranks.rank:                  # dropout's stream differs per rank; rank 0 keeps a single process's
             random.manual_seed(config.seed + ranks.rank)
         freeze(model, config)
-    optimizer = model.configure_optimizers(config.weight_decay, config.lr, (config.beta1, config.beta2))
-    # --dtype: autocast, and float16's GradScaler; a resumed run keeps the dtype it was saved in unless told otherwise
-    precision = Precision.for_run(config.dtype or (saved.get("dtype") if config.resume else None), device)
-    data_rng = np.random.default_rng(config.seed)       # alike on every rank: all draw the same windows
+        optimizer = model.configure_optimizers(config.weight_decay, config.lr, (config.beta1, config.beta2))
+        # --dtype: autocast, and float16's GradScaler; a resumed run keeps the dtype it was saved in unless told
+        precision = Precision.for_run(config.dtype or (saved.get("dtype") if config.resume else None), device)
+        data_rng = np.random.default_rng(config.seed)       # alike on every rank: all draw the same windows
+        iter_num = 0
+        if config.resume:
+            iter_num = checkpointing.restore(saved, optimizer, data_rng, ranks.rank, precision.scaler)
     if ranks.is_main:
         os.makedirs(config.out_dir, exist_ok=True)
-    iter_num = 0
     if config.resume:
-        iter_num = checkpointing.restore(saved, optimizer, data_rng, ranks.rank, precision.scaler)
         log(f"resuming from iteration {iter_num} of {config.max_iters}")
     trainer = DistributedDataParallel(model) if ranks.communicates else model     # averages the gradients
     if ranks.communicates:
@@ -110,7 +117,8 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
         rank_states = ranks.gather(checkpointing.rng_state())      # every rank's dropout stream
         if ranks.is_main:
             checkpointing.save(os.path.join(config.out_dir, checkpointing.CHECKPOINT_NAME), model, optimizer,
-                               iter_num, dataset.tokenizer, settings, config, data_rng, rank_states, precision, data)
+                               iter_num, dataset.tokenizer, settings, config, data_rng, rank_states, precision, data,
+                               report.changes)
         watch.saved_at = iter_num
 
     # Overflows show up as an inf or nan loss, which the watch reports: NumPy's warnings would only repeat it.
@@ -192,7 +200,7 @@ def _prepare(config: TrainConfig, device: str, log):
     saved = checkpointing.load_start(config)
     config, changes = resuming.kept_settings(config, saved)
     config, text, data_change = resuming.kept_text(config, saved)
-    changes.update(data_change)
+    changes = resuming.merged_changes(changes, data_change)
     for name, (old, new) in changes.items():
         log(f"changed on resuming: {name} " + (f"{old['source']} -> {new['source']}" if name == "data" else
                                                 f"{old} -> {new}"))

@@ -26,9 +26,9 @@ from ..data import DataError
 from .config import ConfigError
 
 
-class RanksStopped(Exception):
+class RanksStopped(ConfigError):
     """A mistake in the settings, the data or a checkpoint that every rank of the job knows about (agreeing_on_errors):
-    its message, the first rank that found it, whether every rank did, and this rank's number."""
+    its message, the first rank that found it, whether every rank found the same, and this rank's number."""
 
     def __init__(self, message: str, first_rank: int, every_rank: bool, rank: int, world_size: int):
         super().__init__(message)
@@ -55,7 +55,8 @@ def agreeing_on_errors(gather):
     failed = [rank for rank, message in enumerate(found) if message is not None]
     if failed:
         rank = distributed.get_rank() if distributed.is_initialized() else distributed.launcher_rank()[0]
-        raise RanksStopped(found[failed[0]], failed[0], len(failed) == len(found), rank, len(found)) from failure
+        every_rank = len(failed) == len(found) and len(set(found)) == 1
+        raise RanksStopped(found[failed[0]], failed[0], every_rank, rank, len(found)) from failure
 
 
 def backend_for(config, device: str):
@@ -67,9 +68,9 @@ def backend_for(config, device: str):
 
 
 class Ranks:
-    def __init__(self, config, device: str, backend: str = None):
+    def __init__(self, device: str, backend: str = None):
         """Join the run's process group under `backend` (backend_for): the rank's device (under nccl, GPU number
-        node-local-rank) and its micro-batches per step (check_micro_batches says whether they fit)."""
+        node-local-rank)."""
         self.backend = backend
         if backend is not None:
             try:
@@ -81,11 +82,12 @@ class Ranks:
         self.rank = distributed.get_rank() if self.backend else 0
         self.world_size = distributed.get_world_size() if self.backend else 1
         self.device, self.is_main = device, self.rank == 0
+        self.global_micro_batches = self.micro_batches = None       # share_micro_batches, once the settings are known
+
+    def share_micro_batches(self, config) -> None:
+        """A step's micro-batches (--gradient-accumulation-steps; a resumed run's own), an equal share each."""
         self.global_micro_batches = config.gradient_accumulation_steps or self.world_size
         self.micro_batches = self.global_micro_batches // self.world_size
-
-    def check_micro_batches(self) -> None:
-        """Each rank runs an equal share of a step's micro-batches."""
         if self.global_micro_batches % self.world_size:
             raise ConfigError(f"--gradient-accumulation-steps {self.global_micro_batches} is not a multiple of the "
                               f"{self.world_size} processes: each runs an equal share of a step's micro-batches; "

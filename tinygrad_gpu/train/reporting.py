@@ -85,7 +85,7 @@ class Report:
         self.metrics.append(row)
         self.evaluated.add(row["iter"])
         self.write(f"iter {row['iter']}: train loss {row['train_loss']:.4f}, val loss {row['val_loss']:.4f}, "
-                   f"{row['tokens_per_sec']:.0f} tokens/s")
+                   f"{row['tokens_per_sec']:.0f} tokens/s over the run")
 
     def step(self, iter_num: int, loss) -> None:
         """A training step is done; `iter_num` counts it."""

@@ -2,12 +2,15 @@
 
 A checkpoint records the settings the run was started with (TrainConfig.flags()) and the text it trained on
 (data_record: the corpus's name or the file's absolute path, and the text's SHA-256). --resume continues with
-them: a setting of KEPT_ON_RESUME left off the command line takes the run's value, not the default, and --data
-left off reads the run's text again. A setting given with another value, or another text, is refused in one line
-that names both, unless the user says it is deliberate (--allow-setting-change, --allow-data-change); the change
-then goes into the next metrics.jsonl row ("changed": {name: [old, new]}). CHANGEABLE_ON_RESUME (how long the
-run goes on, what it reports, where it runs) may change freely; the architecture is the checkpoint's
-(check_against_checkpoint). Checkpoints from before these records continue as they did: with what is given.
+them: a setting left off the command line takes the run's value, not the default (but for CHOSEN_EACH_TIME:
+device, dtype, backend, progress), and --data left off reads the run's text again. A setting of KEPT_ON_RESUME
+given with another value, or another text, is refused in one line that names both, unless the user says it is
+deliberate (--allow-setting-change, --allow-data-change); the change then goes into the next metrics.jsonl row
+("changed": {name: [old, new]}), and until that row is written the checkpoint keeps it. CHANGEABLE_ON_RESUME (how
+long the run goes on, what it reports) may change freely; the architecture is the checkpoint's
+(check_against_checkpoint). "Given" means TrainConfig.chosen(): the flags on the command line, or for a
+TrainConfig made in code, the fields it sets to other than their defaults. A checkpoint from before the text's
+record continues on the --data its settings name, unchecked.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import hashlib
 import os
 
 from ..data import DataError, load_corpus
-from .config import KEPT_ON_RESUME, ConfigError, TrainConfig
+from .config import CHANGEABLE_ON_RESUME, KEPT_ON_RESUME, ConfigError, TrainConfig
 
 NAMED_CORPORA = ("builtin", "shakespeare")
 
@@ -30,20 +33,35 @@ def data_record(name_or_path: str, text: str) -> dict:
 
 
 def kept_settings(config: TrainConfig, saved: dict) -> tuple:
-    """(config with the run's settings where the command line gave none, the changes it gave {name: [old,
-    new]}). A change without --allow-setting-change is a ConfigError naming the old and new values."""
+    """(config with the run's settings where the command line gave none, the changes it gave {name: [old, new]},
+    with those the run was allowed before and has not recorded yet). A change of KEPT_ON_RESUME without
+    --allow-setting-change (--drop-unknown: or --allow-data-change) is a ConfigError naming old and new."""
     recorded = (saved or {}).get("config") if config.resume else None
     if not recorded:
         return config, {}
+    given = config.chosen()
     changes = {name: [recorded[name], getattr(config, name)] for name in KEPT_ON_RESUME
-               if name in recorded and name in config.given and getattr(config, name) != recorded[name]}
-    if changes and not config.allow_setting_change:
-        named = ", ".join(f"{_flag(name)} {new} (the run's: {old})" for name, (old, new) in changes.items())
+               if name in recorded and name in given and getattr(config, name) != recorded[name]}
+    refused = {name: values for name, values in changes.items() if not (
+        config.allow_setting_change or (name == "drop_unknown" and config.allow_data_change))}
+    if refused:
+        named = ", ".join(f"{_shown(name, new)} (the run's: {_shown(name, old)})"
+                          for name, (old, new) in refused.items())
         raise ConfigError(f"--resume continues the run in {config.out_dir} with its own settings, and the command "
-                          f"line changes them: {named}; leave {'that flag' if len(changes) == 1 else 'those flags'} "
+                          f"line changes them: {named}; leave {'that flag' if len(refused) == 1 else 'those flags'} "
                           "out, or pass --allow-setting-change to train with the new values from here on")
-    kept = {name: recorded[name] for name in KEPT_ON_RESUME if name in recorded and name not in config.given}
-    return dataclasses.replace(config, **kept), changes
+    kept = {name: recorded[name] for name in KEPT_ON_RESUME + CHANGEABLE_ON_RESUME
+            if name in recorded and name not in given}
+    return dataclasses.replace(config, **kept), merged_changes(saved.get("changes", {}), changes)
+
+
+def merged_changes(earlier: dict, later: dict) -> dict:
+    """Changes not yet in a metrics row, then more: a setting changed twice goes from its first old value to its
+    last new one."""
+    merged = dict(earlier)
+    for name, (old, new) in later.items():
+        merged[name] = [merged[name][0] if name in merged else old, new]
+    return merged
 
 
 def kept_text(config: TrainConfig, saved: dict) -> tuple:
@@ -52,14 +70,16 @@ def kept_text(config: TrainConfig, saved: dict) -> tuple:
     --allow-data-change, whether --data names another or the run's own file has changed since."""
     record = (saved or {}).get("data") if config.resume else None
     if record is None:
+        if config.resume and "data" not in config.chosen() and "data" in saved.get("config", {}):
+            config = dataclasses.replace(config, data=saved["config"]["data"])       # an older checkpoint
         return config, load_corpus(config.data), {}
-    given = "data" in config.given
-    if not given:
+    data_given = "data" in config.chosen()
+    if not data_given:
         config = dataclasses.replace(config, data=record["source"])
     try:
         text = load_corpus(config.data)
     except DataError as e:
-        if given:
+        if data_given:
             raise
         raise DataError(f"--resume continues on the run's text, and it cannot be read: {e}; give the text with "
                         "--data") from None
@@ -68,7 +88,7 @@ def kept_text(config: TrainConfig, saved: dict) -> tuple:
         return config, text, {}
     if not config.allow_data_change:
         was = f"{record['source']}, SHA-256 {record['sha256'][:12]}..."
-        if given:
+        if data_given:
             raise DataError(f"--data {config.data} is not the text the run in {config.out_dir} trained on ({was}); "
                             "leave --data out to continue on that text, or pass --allow-data-change to continue on "
                             "this one")
@@ -78,5 +98,9 @@ def kept_text(config: TrainConfig, saved: dict) -> tuple:
     return config, text, {"data": [record, now]}
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+def _shown(name: str, value) -> str:
+    """A setting as its flag says it: --lr 0.001, --drop-unknown, --no-drop-unknown."""
+    flag = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"--{flag} {value}"
