@@ -140,7 +140,8 @@ def worker(args) -> dict:
     from tinygrad_gpu.train.ranks import Ranks
 
     tg.set_default_device("cpu")
-    ranks = Ranks(TrainConfig(backend="mpi"), "cpu")      # joins the job's group, as training does
+    ranks = Ranks("cpu", "mpi")                         # joins the job's group, as training does
+    ranks.share_micro_batches(TrainConfig())             # one micro-batch per rank
     dataset = TextDataset(load_corpus("builtin"), args.block_size)
     vocab = dataset.tokenizer.vocab_size
     total_bytes = gradient_bytes(make_model(args, vocab))
