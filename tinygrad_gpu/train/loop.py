@@ -58,7 +58,6 @@ def train(config: TrainConfig, log=print) -> dict:
 
 def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
     device = ranks.device
-    # Every rank finds the same mistakes here, and they agree before going on: one reports, all end together.
     # Every rank finds the same mistakes here (nothing in the block communicates), and they agree before going
     # on: one reports, all end together. Nothing is written before they have agreed.
     with agreeing_on_errors(ranks.gather):
@@ -70,7 +69,8 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
             random.manual_seed(config.seed + ranks.rank)
         freeze(model, config)
         optimizer = model.configure_optimizers(config.weight_decay, config.lr, (config.beta1, config.beta2))
-        # --dtype: autocast, and float16's GradScaler; a resumed run keeps the dtype it was saved in unless told
+        # --dtype: autocast, and float16's GradScaler; a resumed run keeps the dtype it was saved in, unless
+        # told otherwise
         precision = Precision.for_run(config.dtype or (saved.get("dtype") if config.resume else None), device)
         data_rng = np.random.default_rng(config.seed)       # alike on every rank: all draw the same windows
         iter_num = 0
