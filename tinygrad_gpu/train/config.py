@@ -101,8 +101,8 @@ class TrainConfig:
                          shown="measured where the hardware can, else none")
     grid_gco2_per_kwh: float = _flag(None, "devices", "the grid's carbon intensity, in grams of CO2 per kWh: adds "
                                      "the run's CO2 to its last line", shown="no CO2 shown")
-    # The flags given on the command line (parse_args fills it): the architecture flags among them
-    # must agree with a checkpoint that is loaded. None: a TrainConfig made in code (see chosen()).
+    # The flags given on the command line (parse_args fills it); None for a TrainConfig made in code. Read it
+    # through chosen(), which answers for both.
     given: tuple = dataclasses.field(default=None, metadata=dict(group=None))
 
     MODEL_FIELDS = ("model", "n_layer", "n_head", "n_embd", "block_size", "dropout", "bias")
@@ -169,10 +169,11 @@ def device_named(name: str) -> str:
 
 
 def check_against_checkpoint(config: TrainConfig, settings: dict, path: str) -> None:
-    """Architecture flags given on the command line must agree with the checkpoint being loaded, whose
-    architecture wins (its weights must fit); fine-tuning may change the dropout."""
+    """Architecture settings chosen on purpose (TrainConfig.chosen: the command line's flags) must agree with the
+    checkpoint being loaded, whose architecture wins (its weights must fit); fine-tuning may change the dropout."""
+    chosen = config.chosen()
     for name in TrainConfig.MODEL_FIELDS:
-        if name in (config.given or ()) and not (name == "dropout" and config.init_from):
+        if name in chosen and not (name == "dropout" and config.init_from):
             if getattr(config, name) != settings[name]:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(config, name)} contradicts the checkpoint "
                                   f"{path}, whose {name} is {settings[name]}; leave the flag out to keep the "
