@@ -52,6 +52,9 @@ def parse_args(argv=None):
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--lora-rank", type=int, default=0, help="0: train every weight; r > 0: LoRA of rank r")
     p.add_argument("--lora-alpha", type=float, default=16.0)
+    p.add_argument("--gradient-checkpointing", action="store_true",
+                   help="recompute each block in backward instead of keeping its activations (less memory, one "
+                   "more forward pass per step; the same gradients)")
     p.add_argument("--eval-interval", type=int, default=25)
     p.add_argument("--eval-iters", type=int, default=10)
     p.add_argument("--sample-tokens", type=int, default=80, help="tokens to generate at the end (0: none)")
@@ -79,6 +82,8 @@ def main(argv=None) -> dict:
     print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {sum(p.numel() for p in trained):,} "
           f"trained ({'LoRA rank %d' % args.lora_rank if args.lora_rank else 'all'}); "
           f"train {len(dataset.splits['train']):,} / val {len(dataset.splits['val']):,} tokens; device {device}")
+    if args.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
     optimizer = model.configure_optimizers(args.weight_decay, args.lr, (0.9, 0.95))
     rng = np.random.default_rng(args.seed)
     with one_line_errors():                     # a GPU without bfloat16, say: one line, exit code 2

@@ -40,7 +40,8 @@ DEVICES = ["cuda"] if CUDA_PASS else ["cpu", "emu", pytest.param("cuda", marks=[
 # on the cpu, or the stand-in itself (they ran in the first pass).
 ON_HOST_ONLY = ("test_benchmark_cpu_kernels.py", "test_benchmark_gpu_check.py", "test_benchmark_gpu_readiness.py", "test_benchmark_kernels.py",
                 "test_benchmark_mixed_precision.py",
-                "test_benchmark_lora.py", "test_benchmark_train_vs_infer.py", "test_benchmark_data_parallel.py",
+                "test_benchmark_lora.py", "test_benchmark_memory.py", "test_benchmark_train_vs_infer.py",
+                "test_benchmark_data_parallel.py",
                 "test_benchmark_ops.py", "test_benchmark_step.py", "test_cupy_standin.py", "test_docs.py",
                 "test_emulator.py", "test_cpu_kernels.py", "test_gpt_emu.py", "test_imports.py", "test_nvrtc.py",
                 "test_standin_kernel_references.py", "test_distributed.py", "test_train_distributed.py")

@@ -13,6 +13,7 @@ The `raise` case is meant for plain ``python`` (not ``-m mpi4py``): it checks th
 handler for an exception that nobody catches.
 """
 import contextlib
+import itertools
 import os
 import sys
 import time
@@ -22,6 +23,7 @@ import numpy as np
 import tinygrad_gpu as tg
 from tinygrad_gpu import distributed as dist
 from tinygrad_gpu.nn import GPT, GPTConfig, Linear, Module
+from tinygrad_gpu.distributed.optim import ZeroRedundancyOptimizer
 from tinygrad_gpu.nn.parallel import DistributedDataParallel as DDP
 from tinygrad_gpu.optim import clip_grad_norm_
 
@@ -57,13 +59,15 @@ def global_batches():
         yield tokens[:, :-1], tokens[:, 1:]
 
 
-def train(model, optimizer, rows: slice, micro_batches: int = 1, net=None) -> dict:
-    """STEPS steps on rows `rows` of each global batch, split into `micro_batches` equal parts whose
-    losses are scaled by 1 / micro_batches (so the accumulated gradient is the mean over the rows);
-    all but the last backward of a step run under net.no_sync(). Returns the final state as arrays."""
+def train(model, optimizer, rows: slice, micro_batches: int = 1, net=None, steps=(0, STEPS)) -> dict:
+    """Steps `steps` (first, end) of STEPS on rows `rows` of each global batch, split into `micro_batches`
+    equal parts whose losses are scaled by 1 / micro_batches (so the accumulated gradient is the mean over
+    the rows); all but the last backward of a step run under net.no_sync(). Gradients clipped to norm 0.5
+    (a ZeroRedundancyOptimizer's own clip_grad_norm_: no rank holds the whole mean gradient). Returns the
+    final state as arrays."""
     net = model if net is None else net
     params = list(model.parameters())
-    for x, y in global_batches():
+    for x, y in itertools.islice(global_batches(), *steps):
         x, y = x[rows], y[rows]
         optimizer.zero_grad()
         for i, part in enumerate(np.array_split(np.arange(len(x)), micro_batches)):
@@ -71,7 +75,10 @@ def train(model, optimizer, rows: slice, micro_batches: int = 1, net=None) -> di
             with net.no_sync() if local else contextlib.nullcontext():
                 _, loss = net(tg.tensor(x[part]), tg.tensor(y[part]))
                 (loss * (1.0 / micro_batches)).backward()
-        clip_grad_norm_(params, 0.5)
+        if isinstance(optimizer, ZeroRedundancyOptimizer):
+            optimizer.clip_grad_norm_(0.5)
+        else:
+            clip_grad_norm_(params, 0.5)
         optimizer.step()
     return {name: t.numpy().copy() for name, t in model.state_dict().items()}
 
@@ -232,6 +239,27 @@ def case_collectives(out_dir: str) -> None:
     dist.all_gather_object(gathered, rank * 10)
     assert gathered == [0, 10]
 
+    # reduce_scatter_tensor: rank r ends with chunk r of the sum (the mean); all_gather_into_tensor, also in place.
+    values = np.arange(2 * world * 3, dtype=np.float64).reshape(2 * world, 3) * (rank + 1)
+    mine = tg.zeros(2, 3, dtype=tg.float64)
+    dist.reduce_scatter_tensor(mine, tg.tensor(values))
+    assert np.array_equal(mine.numpy(), (values / (rank + 1) * 3)[2 * rank:2 * rank + 2])
+    dist.reduce_scatter_tensor(mine, tg.tensor(values), op=dist.ReduceOp.AVG)
+    assert np.array_equal(mine.numpy(), (values / (rank + 1) * 1.5)[2 * rank:2 * rank + 2])
+    everyone = tg.zeros(world * 4, dtype=tg.float32)
+    dist.all_gather_into_tensor(everyone, tg.full((4,), float(rank)))
+    assert np.array_equal(everyone.numpy(), np.repeat(np.arange(world, dtype=np.float32), 4))
+    in_place = tg.full((world * 4,), -1.0)
+    in_place.data[rank * 4:(rank + 1) * 4] = rank + 7
+    dist.all_gather_into_tensor(in_place, tg.Tensor._wrap(in_place.data[rank * 4:(rank + 1) * 4], "cpu"))
+    assert np.array_equal(in_place.numpy(), np.repeat(np.arange(world, dtype=np.float32) + 7, 4))
+    try:
+        dist.reduce_scatter_tensor(tg.zeros(3), tg.zeros(5))
+    except ValueError as e:
+        assert "world size (2) x 3 elements" in str(e), e
+    else:
+        raise AssertionError("reduce_scatter_tensor with an input of the wrong size did not raise ValueError")
+
 
 def case_equivalence(out_dir: str) -> None:
     dist.init_process_group("mpi")
@@ -241,6 +269,70 @@ def case_equivalence(out_dir: str) -> None:
         assert same_on_every_rank(state), f"{setup}: the ranks ended with different parameters"
         if dist.get_rank() == 0:
             np.savez(os.path.join(out_dir, f"{setup}.npz"), **state)
+
+
+def zero_adamw(model, two_groups: bool = False):
+    """make_optimizer("adamw") sharded; with `two_groups`, in nanoGPT's groups (decay on matrices only)."""
+    params = list(model.parameters())
+    groups = [{"params": [p for p in params if p.ndim >= 2]},
+              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}] if two_groups else params
+    return ZeroRedundancyOptimizer(groups, tg.optim.AdamW, lr=1e-2, weight_decay=0.1)
+
+
+def case_zero(out_dir: str) -> None:
+    """ZeRO-1 on two ranks against DDP with AdamW (float64, clipped, 5 steps), each saved for the test to compare
+    with one process; each rank's optimizer state is half of AdamW's; a run saved after 3 steps and resumed
+    from its consolidated state ends bit for bit where the uninterrupted run does."""
+    dist.init_process_group("mpi")
+    rank = dist.get_rank()
+    rows = slice(rank * BATCH, (rank + 1) * BATCH)
+    model = make_model(tg.float64, seed=rank)        # rank 1 starts elsewhere: ZeRO's broadcast must undo that
+    optimizer = zero_adamw(model)
+    state = train(model, optimizer, rows)
+    assert same_on_every_rank(state), "ZeRO-1: the ranks ended with different parameters"
+
+    n_params = sum(p.numel() for p in model.parameters())
+    kept = sum(v.size for s in optimizer.optim.state.values() for v in s.values() if not np.isscalar(v))
+    assert 2 * n_params / WORLD <= kept <= 2 * n_params / WORLD + 2 * 2 * WORLD, (kept, n_params)
+    whole = [None] * WORLD
+    dist.all_gather_object(whole, kept)
+    assert sum(whole) < 2 * n_params + 2 * 2 * WORLD            # the shards share out AdamW's 2 x parameters
+
+    ddp_state, _ = ddp_train("float64-adamw")
+    optimizer.consolidate_state_dict(to=0)
+    if rank == 0:
+        np.savez(os.path.join(out_dir, "zero.npz"), **state)
+        np.savez(os.path.join(out_dir, "ddp.npz"), **ddp_state)
+        saved = optimizer.state_dict()
+        assert sorted(saved["state"]) == list(range(len(list(model.parameters()))))
+        assert set(saved["state"][0]) == {"step", "exp_avg", "exp_avg_sq"} and saved["state"][0]["step"] == STEPS
+    else:
+        try:
+            optimizer.state_dict()
+        except RuntimeError as e:
+            assert "consolidate_state_dict" in str(e), e
+        else:
+            raise AssertionError("state_dict() on a rank the state was not consolidated to did not raise")
+
+    # Save after 3 steps, resume from the file on every rank, 2 more steps (two groups, each sharded).
+    model = make_model(tg.float64, seed=0)
+    optimizer = zero_adamw(model, two_groups=True)
+    state = train(model, optimizer, rows)
+    model = make_model(tg.float64, seed=0)
+    optimizer = zero_adamw(model, two_groups=True)
+    train(model, optimizer, rows, steps=(0, 3))
+    optimizer.consolidate_state_dict(to=0)
+    path = os.path.join(out_dir, "after-3.safetensors")
+    if rank == 0:
+        tg.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, path)
+    dist.barrier()
+    saved = tg.load(path)
+    resumed = make_model(tg.float64, seed=5)
+    resumed.load_state_dict(saved["model"])
+    optimizer = zero_adamw(resumed, two_groups=True)
+    optimizer.load_state_dict(saved["optimizer"])
+    again = train(resumed, optimizer, rows, steps=(3, STEPS))
+    assert all(np.array_equal(again[k], state[k]) for k in state), "ZeRO-1: the resumed run ended elsewhere"
 
 
 def case_accumulation(out_dir: str) -> None:
@@ -419,7 +511,8 @@ def case_abort_before_a_group(out_dir: str) -> None:
 
 
 CASES = {"unused": case_unused, "dropped_wrapper": case_dropped_wrapper,
-         "abort_before_a_group": case_abort_before_a_group, "collectives": case_collectives, "equivalence": case_equivalence, "accumulation": case_accumulation,
+         "abort_before_a_group": case_abort_before_a_group, "collectives": case_collectives, "equivalence": case_equivalence,
+         "accumulation": case_accumulation, "zero": case_zero,
          "overlap": case_overlap, "raise": case_raise, "recover": case_recover}
 
 

@@ -24,9 +24,12 @@ import pytest
 import tinygrad_gpu as tg
 from tinygrad_gpu import autograd
 from tinygrad_gpu import distributed as dist
+from tinygrad_gpu.distributed.optim import ZeroRedundancyOptimizer
 from tinygrad_gpu.nn.parallel import DistributedDataParallel as DDP
+from tinygrad_gpu.optim import clip_grad_norm_
 
 import distributed_job as job
+from conftest import gpu, requires_gpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = os.path.join(ROOT, "tests", "distributed_job.py")
@@ -273,6 +276,56 @@ def test_ddp_in_a_world_of_one_leaves_the_gradients_exactly_alone():
     assert net.reduction_seconds == 0.0                  # nothing was packed or reduced
 
 
+@pytest.mark.parametrize("backend, device", [("mpi", "cpu"), pytest.param("nccl", "cuda", marks=[gpu, requires_gpu])])
+def test_zero_1_in_a_world_of_one_steps_as_adamw(backend, device):
+    """One rank holds every shard: ZeroRedundancyOptimizer's steps are AdamW's (through the backend's own
+    reduce-scatter and all-gather: on a GPU, NCCL's), its clip the plain one's, its consolidated state AdamW's."""
+    dist.init_process_group(backend, device=device)
+    # float64: in float32 AdamW's g / sqrt(v) turns the last bits of a near-zero gradient (the clip's scale rounds
+    # otherwise than the plain clip's) into visible steps
+    models = [job.make_model(tg.float64, seed=0).to(dist.get_device() if backend == "nccl" else device)
+              for _ in range(2)]
+    plain = tg.optim.AdamW(list(models[0].parameters()), lr=1e-2, weight_decay=0.1)
+    zero = ZeroRedundancyOptimizer(list(models[1].parameters()), tg.optim.AdamW, lr=1e-2, weight_decay=0.1)
+    for x, y in job.global_batches():
+        norms = []
+        for model, optimizer in zip(models, (plain, zero)):
+            optimizer.zero_grad()
+            model(tg.tensor(x, device=model.lm_head.weight.device), tg.tensor(y, device=model.lm_head.weight.device)
+                  )[1].backward()
+            norms.append(float(clip_grad_norm_(list(model.parameters()), 0.5) if optimizer is plain
+                               else optimizer.clip_grad_norm_(0.5)))
+            optimizer.step()
+        assert norms[1] == pytest.approx(norms[0], rel=1e-12)
+    for p, q in zip(*(m.parameters() for m in models)):
+        np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-9, atol=1e-12)
+        assert q.grad is None                   # handed to the shard at the step
+    zero.consolidate_state_dict(to=0)
+    saved, expected = zero.state_dict(), plain.state_dict()
+    assert saved["param_groups"] == expected["param_groups"] and saved["state"].keys() == expected["state"].keys()
+    for key, entry in expected["state"].items():
+        assert saved["state"][key]["step"] == entry["step"] == job.STEPS
+        np.testing.assert_allclose(saved["state"][key]["exp_avg"].numpy(), entry["exp_avg"].numpy(), rtol=1e-9,
+                                   atol=1e-14)
+
+
+def test_zero_1_refuses_what_it_cannot_shard():
+    dist.init_process_group("mpi")
+    model = job.make_model(tg.float32, seed=0)
+    mixed = [model.lm_head.weight, tg.nn.Parameter(tg.zeros(3, dtype=tg.float64))]
+    with pytest.raises(ValueError, match="share one device and dtype"):
+        ZeroRedundancyOptimizer(mixed, tg.optim.AdamW)
+    with pytest.raises(ValueError, match="only the default process group"):
+        ZeroRedundancyOptimizer(list(model.parameters()), tg.optim.AdamW, process_group="group")
+    zero = ZeroRedundancyOptimizer(list(model.parameters()), tg.optim.SGD, lr=0.1, momentum=0.9)
+    with pytest.raises(RuntimeError, match="call consolidate_state_dict"):
+        zero.state_dict()
+    model.to(tg.float64)                        # the parameters' .data replaced: no longer the flat array's views
+    model(*(tg.tensor(a) for a in next(job.global_batches())))[1].backward()
+    with pytest.raises(RuntimeError, match="replaced after the optimizer was made"):
+        zero.step()
+
+
 # ----------------------------------------------------------------------------- two processes
 def _mpiexec():
     found = shutil.which("mpiexec") or shutil.which("mpiexec", path=os.path.dirname(sys.executable))
@@ -338,6 +391,18 @@ def test_two_ranks_train_as_one_process_on_the_whole_batch(tmp_path):
         assert relative_difference(ddp, reference) < bound, setup
         # Without the averaging, rank 0 would have trained on its half of each batch: far outside the bound.
         assert relative_difference(single_process(setup, rows=slice(0, job.BATCH)), reference) > 1000 * bound
+
+
+def test_zero_1_on_two_ranks_matches_ddp_and_one_process(tmp_path):
+    """ZeroRedundancyOptimizer (reduce-scattered gradients, AdamW's state halved, parameters all-gathered) against
+    DDP with AdamW and one process with the whole batch, float64, clipped; the job also checks the state's size and
+    an exact resume from a consolidated checkpoint."""
+    run_job("zero", tmp_path)
+    reference = single_process("float64-adamw")
+    with np.load(tmp_path / "zero.npz") as zero, np.load(tmp_path / "ddp.npz") as ddp:
+        zero, ddp = dict(zero), dict(ddp)
+    assert relative_difference(zero, ddp) < BOUNDS["float64-adamw"]
+    assert relative_difference(zero, reference) < BOUNDS["float64-adamw"]
 
 
 def test_accumulating_two_micro_batches_under_no_sync_matches_the_whole_batch(tmp_path):

@@ -85,3 +85,16 @@ def test_fine_tuning_in_half_precision_lowers_the_val_loss_and_keeps_float32_wei
     assert f"computing in {dtype}" in capsys.readouterr().out
     assert result["after"]["val"] < result["before"]["val"] - 0.1
     assert {p.dtype for p in result["model"].parameters()} == {tg.float32}     # autocast casts copies only
+
+
+def test_gradient_checkpointing_fine_tunes_to_the_same_weights(tiny_gpt2, tmp_path):
+    """--gradient-checkpointing recomputes each block in backward, dropout's masks too: the same model, bit for bit."""
+    results = []
+    for extra in ([], ["--gradient-checkpointing"]):
+        results.append(_example().main(["--init-from", str(tiny_gpt2), "--data", SHOP, "--out-dir",
+                                        str(tmp_path / str(len(extra))), "--block-size", "32", "--batch-size", "2",
+                                        "--max-iters", "4", "--eval-interval", "4", "--eval-iters", "1",
+                                        "--dropout", "0.1", "--sample-tokens", "0", *extra]))
+    assert results[0]["after"] == results[1]["after"]
+    for (name, p), q in zip(results[0]["model"].named_parameters(), results[1]["model"].parameters()):
+        np.testing.assert_array_equal(q.numpy(), p.numpy(), err_msg=name)

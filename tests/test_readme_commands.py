@@ -78,6 +78,7 @@ def test_the_readme_commands_run_in_order_in_a_fresh_folder(tmp_path):
         result = subprocess.run(_argv(command), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, f"{command}\nexit code {result.returncode}\n{result.stderr[-3000:]}"
         ran.append(command)
-    # the set-up run, the examples' two runs, sampling, fine-tuning; two runs on two ranks where mpiexec is
-    assert len(ran) == 5 + (2 if MPIEXEC else 0), ran
+    # the set-up run, the examples' two runs, sampling, fine-tuning, a checkpointed run; three runs on two ranks
+    # where mpiexec is
+    assert len(ran) == 6 + (3 if MPIEXEC else 0), ran
     assert {"out-charlm", "out-text", "out-lstm", "out-finetune"} <= set(os.listdir(tmp_path)), os.listdir(tmp_path)

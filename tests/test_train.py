@@ -351,3 +351,23 @@ def test_the_plot_has_an_extra():
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         extras = tomllib.load(f)["project"]["optional-dependencies"]
     assert any(requirement.startswith("matplotlib") for requirement in extras["plot"])
+
+
+def test_gradient_checkpointing_trains_the_same_run_to_the_last_bit(tmp_path, corpus):
+    """--gradient-checkpointing recomputes each block in backward, dropout's masks included: the same curve exactly.
+    An LSTM has no blocks to recompute: one line. --zero-stage 1 in one process keeps the whole state, saying so."""
+    from tinygrad_gpu.train import parse_args, train
+    runs = {}
+    for extra in ([], ["--gradient-checkpointing"], ["--zero-stage", "1"]):
+        out = str(tmp_path / ("run" + "".join(extra)))
+        said = []
+        train(parse_args(["--data", corpus, "--out-dir", out, "--max-iters", "20", "--eval-interval", "10",
+                          "--dropout", "0.1", "--num-samples", "0", *TINY, *extra]), log=said.append)
+        runs[tuple(extra)] = _losses(_metrics(out))
+        if extra == ["--zero-stage", "1"]:
+            assert any("nothing to share its optimizer state with" in line for line in said), said
+    assert runs[()] == runs[("--gradient-checkpointing",)] == runs[("--zero-stage", "1")]
+    refused = _run("train_charlm.py", "--data", corpus, "--out-dir", str(tmp_path / "lstm"), "--model", "lstm",
+                   "--gradient-checkpointing", *TINY)
+    assert refused.returncode == 2 and refused.stderr.startswith("error: --gradient-checkpointing recomputes"), \
+        refused.stderr

@@ -259,6 +259,37 @@ def test_a_resumed_two_rank_run_is_bitwise_the_uninterrupted_one(tmp_path, corpu
     assert _without_timing(_metrics(parts)) == _without_timing(_metrics(whole))
 
 
+def test_zero_1_trains_as_ddp_does_and_resumes_bitwise(tmp_path, corpus, two_ranks):
+    """--zero-stage 1: each rank keeps half of AdamW's state, and the run's curve is DDP's (the same losses up to the
+    order of the gradients' sums); its checkpoint holds the whole state, and --resume under two ranks continues it
+    bit for bit, with dropout and checkpointed blocks."""
+    out = str(tmp_path / "zero")
+    result = _launch(["--data", corpus, "--out-dir", out, "--batch-size", "8", "--zero-stage", "1", *CURVE])
+    assert result.returncode == 0, result.stderr
+    assert "AdamW's state sharded among them (ZeRO-1)" in result.stdout, result.stdout
+    _assert_same_curve(_metrics(out), _metrics(two_ranks[0]))
+    common = ["--data", corpus, "--batch-size", "8", "--dropout", "0.1", "--lr-decay-iters", "30", *TINY,
+              "--eval-interval", "5", "--zero-stage", "1", "--gradient-checkpointing"]
+    whole, parts = str(tmp_path / "whole"), str(tmp_path / "parts")
+    assert _launch([*common, "--out-dir", whole, "--max-iters", "30"]).returncode == 0
+    assert _launch([*common, "--out-dir", parts, "--max-iters", "15"]).returncode == 0
+    saved = tg.load(os.path.join(parts, "ckpt.safetensors"))
+    model_size = sum(t.numel() for t in saved["model"].values()) - saved["model"]["transformer.wte.weight"].numel()
+    moments = sum(t.numel() for entry in saved["optimizer"]["state"].values() for t in entry.values()
+                  if isinstance(t, tg.Tensor))
+    assert moments == 2 * model_size            # consolidated: AdamW's two moments of every parameter (wte is tied)
+    resumed = _launch([*common, "--out-dir", parts, "--max-iters", "30", "--resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    a = tg.load(os.path.join(whole, "ckpt.safetensors"))
+    b = tg.load(os.path.join(parts, "ckpt.safetensors"))
+    for name in a["model"]:
+        np.testing.assert_array_equal(b["model"][name].numpy(), a["model"][name].numpy(), err_msg=name)
+    assert _without_timing(_metrics(parts)) == _without_timing(_metrics(whole))
+    refused = _launch(["--data", corpus, "--out-dir", str(tmp_path / "half"), "--zero-stage", "1", "--dtype",
+                       "float16", *CURVE])
+    _assert_one_error_line(refused, "--zero-stage 1 cannot run with float16's GradScaler")
+
+
 # ----------------------------------------------------------------------------- one-line errors
 def test_resuming_a_two_rank_run_in_one_process_is_refused(tmp_path, corpus, two_ranks):
     out = str(tmp_path / "copy")

@@ -137,3 +137,21 @@ def set_cuda_rng_state_all(states: dict) -> None:
     for key, state in states.items():
         key = devices.canonical(key)
         _generators[key] = PhiloxStream(key, state["seed"], state["offset"])
+
+
+def get_all_rng_states() -> dict:
+    """The state of every generator that exists now, by device key ('cpu', 'cuda:0', ...): with
+    set_all_rng_states, what replays the same draws (tg.utils.checkpoint's recomputation)."""
+    return {key: g.bit_generator.state if key == "cpu" else g.state for key, g in _generators.items()}
+
+
+def set_all_rng_states(states: dict) -> None:
+    """The generators as get_all_rng_states found them; one that did not exist then is made afresh from the seed
+    at its next draw, as it would have been."""
+    for key in [key for key in _generators if key not in states]:
+        del _generators[key]
+    for key, state in states.items():
+        if key == "cpu":
+            generator("cpu").bit_generator.state = state
+        else:
+            _generators[key] = PhiloxStream(key, state["seed"], state["offset"])

@@ -234,3 +234,31 @@ def float32(*tensors):
 
 def _castable(t) -> bool:
     return dtypes.is_floating(t.dtype) and t.dtype != dtypes.float64
+
+
+def regions_now() -> tuple:
+    """What the open autocast regions cast to now, per device type: what tg.utils.checkpoint records at the forward
+    so that its recomputation, run inside a backward, casts alike."""
+    return dict(_State.dtype_by_device_type), dict(_State.caching_by_device_type)
+
+
+class regions_as:
+    """Inside: the autocast regions `regions_now()` recorded, casting even within a backward, with a cache of
+    parameter casts of their own; after: everything as it was."""
+
+    def __init__(self, regions: tuple):
+        self.regions = regions
+
+    def __enter__(self):
+        self.saved = (_State.dtype_by_device_type, _State.caching_by_device_type, _State.depth, _State.suspended,
+                      _State.cache, _State.cast_in_region, _State.cast_in_last_region)
+        dtypes_now, caching = self.regions
+        _State.dtype_by_device_type, _State.caching_by_device_type = dict(dtypes_now), dict(caching)
+        _State.depth, _State.suspended = 1, 0
+        _State.cache, _State.cast_in_region, _State.cast_in_last_region = {}, {}, {}
+        return self
+
+    def __exit__(self, *exc):
+        (_State.dtype_by_device_type, _State.caching_by_device_type, _State.depth, _State.suspended,
+         _State.cache, _State.cast_in_region, _State.cast_in_last_region) = self.saved
+        return False

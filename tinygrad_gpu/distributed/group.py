@@ -141,6 +141,35 @@ def all_reduce(tensor, op: ReduceOp = ReduceOp.SUM, async_op: bool = False):
     return work if async_op else work.wait() and None
 
 
+def reduce_scatter_tensor(output, input, op: ReduceOp = ReduceOp.SUM) -> None:
+    """Cut `input` (world size x output's elements, the same shape on every rank) into world-size chunks in rank
+    order; rank r's `output` becomes chunk r combined over all ranks (ZeRO's gradients: each rank gets the mean of
+    its own shard only, for half the traffic of an all_reduce)."""
+    group = _the_group("reduce_scatter_tensor")
+    _check_chunks("reduce_scatter_tensor", output, input, group.size, "input")
+    if op is ReduceOp.AVG and not input.is_floating_point():
+        raise TypeError(f"reduce_scatter_tensor: ReduceOp.AVG needs a floating-point tensor, got {input.dtype}")
+    for t in (output, input):
+        group.check(t, "reduce_scatter_tensor")
+    group.reduce_scatter(output.data, input.data, op)
+
+
+def all_gather_into_tensor(output_tensor, input_tensor) -> None:
+    """Fill `output_tensor` (world size x input's elements) with every rank's `input_tensor`, in rank order, on
+    every rank. `input_tensor` may be the rank's own chunk of `output_tensor` (in place: ZeRO's parameters)."""
+    group = _the_group("all_gather_into_tensor")
+    _check_chunks("all_gather_into_tensor", input_tensor, output_tensor, group.size, "output_tensor")
+    for t in (output_tensor, input_tensor):
+        group.check(t, "all_gather_into_tensor")
+    group.all_gather(output_tensor.data, input_tensor.data)
+
+
+def _check_chunks(caller: str, chunk, whole, world_size: int, name: str) -> None:
+    if whole.numel() != chunk.numel() * world_size or whole.dtype != chunk.dtype:
+        raise ValueError(f"{caller}: {name} must hold world size ({world_size}) x {chunk.numel()} elements of "
+                         f"{chunk.dtype}, got {whole.numel()} of {whole.dtype} (shape {whole.shape})")
+
+
 def broadcast(tensor, src: int = 0) -> None:
     """Replace `tensor`'s values on every rank by rank `src`'s (in place)."""
     group = _the_group("broadcast")

@@ -71,6 +71,30 @@ class MPIGroup:
                 array[...] = buffer
         return finish
 
+    def reduce_scatter(self, output: np.ndarray, input: np.ndarray, op) -> None:
+        """MPI's Reduce_scatter_block: every chunk the same size."""
+        if self.comm is None:
+            output.reshape(-1)[...] = input.reshape(-1)
+            return
+        result = output if output.flags.c_contiguous else np.empty_like(output)
+        self.comm.Reduce_scatter_block(np.ascontiguousarray(input), result, op=_mpi_op(op, input.dtype))
+        if op.value == "avg":
+            np.divide(result, self.size, out=result)
+        if result is not output:
+            output[...] = result
+
+    def all_gather(self, output: np.ndarray, input: np.ndarray) -> None:
+        """MPI's Allgather; in place (MPI_IN_PLACE) when `input` is this rank's own chunk of `output`."""
+        if self.comm is None:
+            output.reshape(-1)[...] = input.reshape(-1)
+            return
+        from mpi4py import MPI
+        if not output.flags.c_contiguous:
+            raise ValueError(f"all_gather_into_tensor: the output must be contiguous (shape {output.shape})")
+        own = output.reshape(-1)[self.rank * input.size:(self.rank + 1) * input.size]
+        in_place = input.ctypes.data == own.ctypes.data and input.flags.c_contiguous
+        self.comm.Allgather(MPI.IN_PLACE if in_place else np.ascontiguousarray(input), output)
+
     def broadcast(self, array: np.ndarray, src: int) -> None:
         if self.comm is None:
             return

@@ -56,6 +56,18 @@ class NCCLGroup(MPIGroup):
                                         operation, _current_stream())
         return None
 
+    def reduce_scatter(self, output, input, op) -> None:
+        with devices.use(self.device):
+            self.communicator.reduceScatter(input.data.ptr, output.data.ptr, output.size,
+                                            self._type(output, "reduce_scatter_tensor"), self.ops[op.value],
+                                            _current_stream())
+
+    def all_gather(self, output, input) -> None:
+        """In place when `input` is this rank's own chunk of `output` (NCCL sees the pointers match)."""
+        with devices.use(self.device):
+            self.communicator.allGather(input.data.ptr, output.data.ptr, input.size,
+                                        self._type(input, "all_gather_into_tensor"), _current_stream())
+
     def broadcast(self, array, src: int) -> None:
         with devices.use(self.device):
             bytes_alike = array.view(np.uint8) if array.dtype == np.bool_ else array

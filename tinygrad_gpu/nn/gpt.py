@@ -19,6 +19,7 @@ from .. import creation
 from ..ops.movement import cat
 from ..optim import configure_adamw
 from ..tensor import Tensor
+from ..utils.checkpoint import checkpoint
 from . import functional as F
 from . import hf, init, sampling
 from .layers import Dropout, Embedding, GELU, LayerNorm, Linear
@@ -182,7 +183,10 @@ class GPT(Module):
         positions = self._positions(start, T, idx.device)
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(positions))
         for block, cache in zip(self.transformer.h, caches or [None] * self.config.n_layer):
-            x = block(x, cache)
+            if self.gradient_checkpointing and self.training and cache is None:
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x, cache)
         logits = self.lm_head(self.transformer.ln_f(x))
         if targets is None:
             return logits, None
@@ -198,6 +202,16 @@ class GPT(Module):
         if (T, device) not in made:
             made[T, device] = creation.arange(T, device=device)
         return made[T, device]
+
+    gradient_checkpointing = False
+
+    def gradient_checkpointing_enable(self) -> None:
+        """Keep only each block's input while training; backward recomputes the block (utils/checkpoint.py):
+        the activations of one block at a time instead of all, for one more forward pass per step."""
+        self.gradient_checkpointing = True
+
+    def gradient_checkpointing_disable(self) -> None:
+        self.gradient_checkpointing = False
 
     def configure_optimizers(self, weight_decay: float, learning_rate: float, betas=(0.9, 0.95), eps=1e-8):
         """AdamW with weight decay on matrices and embeddings (2-D and up) only, not on biases and norms;

@@ -107,7 +107,7 @@ def _parser(defaults: TrainConfig, description: str, only_given: bool = False) -
             groups[meta["group"]].add_argument(flag, action=argparse.BooleanOptionalAction, **options)
         else:
             kind = {"int": int, "float": float}.get(str(field.type), str)
-            metavar = "{" + ",".join(meta["choices"]) + "}" if meta["choices"] else field.name.upper()
+            metavar = "{" + ",".join(map(str, meta["choices"])) + "}" if meta["choices"] else field.name.upper()
             groups[meta["group"]].add_argument(flag, type=kind, choices=meta["choices"], metavar=metavar, **options)
     return parser
 

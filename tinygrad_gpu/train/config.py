@@ -19,7 +19,7 @@ GROUPS = ("data", "model", "optimisation", "schedule", "evaluation and output", 
 # where and how this invocation runs, from its own command line. The architecture is the checkpoint's.
 CHANGEABLE_ON_RESUME = ("max_iters", "eval_interval", "eval_iters", "num_samples", "sample_tokens", "price_per_hour",
                         "watts", "grid_gco2_per_kwh")
-CHOSEN_EACH_TIME = ("progress", "device", "dtype", "backend")
+CHOSEN_EACH_TIME = ("progress", "device", "dtype", "backend", "gradient_checkpointing", "zero_stage")
 KEPT_ON_RESUME = ("drop_unknown", "seed", "batch_size", "gradient_accumulation_steps", "lr", "weight_decay", "beta1",
                   "beta2", "grad_clip", "warmup_iters", "lr_decay_iters", "min_lr", "freeze_embeddings",
                   "freeze_layers")
@@ -94,6 +94,12 @@ class TrainConfig:
                        "the CPU")
     backend: str = _flag(None, "devices", "how processes started by mpiexec average their gradients: mpi (host "
                          "memory, cpu) or nccl (GPUs)", choices=("mpi", "nccl"), shown="nccl on cuda, else mpi")
+    gradient_checkpointing: bool = _flag(False, "devices", "keep only each transformer block's input in the forward "
+                                         "pass and recompute the block in backward: the activations of one block "
+                                         "at a time, for a second forward pass (GPT only; the same gradients)")
+    zero_stage: int = _flag(0, "devices", "under mpiexec, 1 shards AdamW's state across the processes (ZeRO stage "
+                            "1: each keeps and updates its share of the parameters); 0 keeps it whole on each",
+                            choices=(0, 1))
     price_per_hour: float = _flag(None, "devices", "what an hour of this machine costs, in dollars: adds the cost "
                                   "so far to metrics.jsonl and to the run's last line", shown="no cost shown")
     watts: float = _flag(None, "devices", "the machine's power draw, in watts: an estimate of the run's energy where "
@@ -157,6 +163,9 @@ def validate(config: TrainConfig) -> str:
                               "--data and settings")
     if config.resume and config.overwrite:
         raise ConfigError("--resume continues the run in --out-dir; --overwrite replaces it: pick one")
+    if config.zero_stage not in (0, 1):
+        raise ConfigError(f"--zero-stage must be 0 (each process keeps all of AdamW's state) or 1 (sharded), got "
+                          f"{config.zero_stage}")
     return device_named(config.device)
 
 

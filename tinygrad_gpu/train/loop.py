@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import distributed, random
 from ..data import DataError, TextDataset
+from ..distributed.optim import ZeroRedundancyOptimizer
 from ..nn.parallel import DistributedDataParallel
 from ..ops.movement import stack
 from ..optim import clip_grad_norm_
@@ -27,7 +28,7 @@ from ..optim.lr_scheduler import warmup_cosine
 from ..tensor import Tensor, no_grad
 from ..tokenizers import Tokenizer
 from . import checkpointing, compute, resuming
-from .config import TrainConfig, build_model, freeze, validate
+from .config import ConfigError, TrainConfig, build_model, freeze, validate
 from .divergence import DivergenceWatch
 from .energy import EnergyMeter
 from .precision import Precision
@@ -68,10 +69,19 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
         if ranks.rank:                  # dropout's stream differs per rank; rank 0 keeps a single process's
             random.manual_seed(config.seed + ranks.rank)
         freeze(model, config)
+        if config.gradient_checkpointing:
+            if not hasattr(model, "gradient_checkpointing_enable"):
+                raise ConfigError(f"--gradient-checkpointing recomputes transformer blocks, and this run's model "
+                                  f"({settings['model']}) has none: leave the flag out")
+            model.gradient_checkpointing_enable()
         optimizer = model.configure_optimizers(config.weight_decay, config.lr, (config.beta1, config.beta2))
         # --dtype: autocast, and float16's GradScaler; a resumed run keeps the dtype it was saved in, unless
         # told otherwise
         precision = Precision.for_run(config.dtype or (saved.get("dtype") if config.resume else None), device)
+        sharding = config.zero_stage == 1 and ranks.communicates
+        if sharding and precision.scaler:
+            raise ConfigError("--zero-stage 1 cannot run with float16's GradScaler (each process would find overflows "
+                              "in its own gradients and skip steps alone); use --dtype bfloat16 or float32")
         data_rng = np.random.default_rng(config.seed)       # alike on every rank: all draw the same windows
         iter_num = 0
         if config.resume:
@@ -80,9 +90,13 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
         os.makedirs(config.out_dir, exist_ok=True)
     if config.resume:
         log(f"resuming from iteration {iter_num} of {config.max_iters}")
-    trainer = DistributedDataParallel(model) if ranks.communicates else model     # averages the gradients
+    if sharding:                    # ZeRO-1: the optimizer averages (reduce-scatters) the gradients itself
+        optimizer = sharded(optimizer)
+    elif config.zero_stage:
+        log("--zero-stage 1: a single process has nothing to share its optimizer state with; it keeps all of it")
+    trainer = DistributedDataParallel(model) if ranks.communicates and not sharding else model  # averages gradients
     if ranks.communicates:
-        log(ranks.describe())
+        log(ranks.describe() + (", AdamW's state sharded among them (ZeRO-1)" if sharding else ""))
         sys.stdout.flush()          # the pids, where a job that hangs before its first evaluation shows them
     n_params = sum(p.numel() for p in model.parameters())
     log(f"{settings['model']}: {n_params / 1e6:.2f}M parameters, vocabulary {dataset.tokenizer.vocab_size}, "
@@ -115,6 +129,8 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
     def save_checkpoint():
         watch.check()               # never a checkpoint of weights that diverged
         rank_states = ranks.gather(checkpointing.rng_state())      # every rank's dropout stream
+        if sharding:
+            optimizer.consolidate_state_dict(to=0)                  # every rank's shard of AdamW's state
         if ranks.is_main:
             checkpointing.save(os.path.join(config.out_dir, checkpointing.CHECKPOINT_NAME), model, optimizer,
                                iter_num, dataset.tokenizer, settings, config, data_rng, rank_states, precision, data,
@@ -185,13 +201,28 @@ def training_step(model, optimizer, batches: list, grad_clip: float, precision: 
         losses.append(loss.detach())
     if scaler:
         scaler.unscale_(optimizer)          # clip the true gradients, not the scaled ones
-    norm = clip_grad_norm_(optimizer_params(optimizer), grad_clip) if grad_clip else None
+    if not grad_clip:
+        norm = None
+    elif isinstance(optimizer, ZeroRedundancyOptimizer):    # the mean gradient is spread over the ranks' shards
+        norm = optimizer.clip_grad_norm_(grad_clip)
+    else:
+        norm = clip_grad_norm_(optimizer_params(optimizer), grad_clip)
     if scaler:
         scaler.step(optimizer)              # skipped, on the device, when a gradient overflowed
         scaler.update()
     else:
         optimizer.step()
     return (losses[0] if len(losses) == 1 else stack(losses).mean()), norm
+
+
+def sharded(optimizer):
+    """The optimizer as a ZeroRedundancyOptimizer of its class and groups, keeping this rank's shard of its state
+    (a resumed run's, restored whole)."""
+    zero = ZeroRedundancyOptimizer([dict(group) for group in optimizer.param_groups], type(optimizer),
+                                   **optimizer.defaults)
+    if optimizer.state:
+        zero.load_state_dict(optimizer.state_dict())
+    return zero
 
 
 def _prepare(config: TrainConfig, device: str, log):

@@ -1,4 +1,5 @@
-"""Utilities under torch.utils' names: ``data`` (Dataset, DataLoader, random_split)."""
-from . import data
+"""Utilities under torch.utils' names: ``data`` (Dataset, DataLoader, random_split) and ``checkpoint``
+(activation checkpointing)."""
+from . import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]
