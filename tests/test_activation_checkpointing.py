@@ -188,3 +188,26 @@ def test_a_function_that_returns_no_tensor_is_a_type_error():
         checkpoint(lambda x: (x, x), x, use_reentrant=False)
     with pytest.raises(TypeError, match="use_reentrant must be True, False or None"):
         checkpoint(lambda x: x, x, use_reentrant="no")
+
+
+def test_tensors_from_outside_come_in_as_arguments_positional_or_keyword():
+    """A keyword argument's gradient arrives as a positional one's does; a tensor computed outside and reached
+    through a closure is refused (the recomputation would differentiate through the outer graph too)."""
+    tg.manual_seed(0)
+    x, w = tg.randn(3, 4, requires_grad=True), tg.randn(4, 4, requires_grad=True)
+
+    def f(a, b=None):
+        return ((a + b) @ w).tanh()
+
+    grads = []
+    for checkpointed in (False, True):
+        x.grad = w.grad = None
+        h = x * 1.5
+        y = checkpoint(f, h, b=h * 3, use_reentrant=False) if checkpointed else f(h, b=h * 3)
+        y.sum().backward()
+        grads.append((x.grad.numpy(), w.grad.numpy()))
+    for plain, checkpointed in zip(*grads):
+        assert np.array_equal(plain, checkpointed)
+    outside = x * 2
+    with pytest.raises(ValueError, match="checkpoint: the function uses a tensor computed outside it .by mul."):
+        checkpoint(lambda a: a + outside, x * 1.0, use_reentrant=False)

@@ -309,6 +309,30 @@ def test_zero_1_in_a_world_of_one_steps_as_adamw(backend, device):
                                    atol=1e-14)
 
 
+def test_zero_1_leaves_frozen_parameters_alone_and_keeps_0_d_ones_and_empty_groups():
+    dist.init_process_group("mpi")
+    scalar, vector = tg.nn.Parameter(tg.ones(())), tg.nn.Parameter(tg.ones(3))
+    frozen = tg.nn.Parameter(tg.ones(2)).requires_grad_(False)
+    zero = ZeroRedundancyOptimizer([{"params": [scalar, vector, frozen]}, {"params": []}], tg.optim.AdamW, lr=0.1,
+                                   weight_decay=0.5)
+    plain = [tg.nn.Parameter(tg.ones(())), tg.nn.Parameter(tg.ones(3))]
+    reference = tg.optim.AdamW(plain, lr=0.1, weight_decay=0.5)
+    for params, optimizer in (((scalar, vector), zero), (plain, reference)):
+        for _ in range(2):
+            optimizer.zero_grad()
+            (params[0] * 3 + params[1].sum() * 2).backward()
+            optimizer.step()
+    np.testing.assert_array_equal(frozen.numpy(), np.ones(2))          # weight decay never reached it
+    np.testing.assert_allclose(scalar.numpy(), plain[0].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(vector.numpy(), plain[1].numpy(), rtol=1e-6)
+    zero.consolidate_state_dict()
+    again = ZeroRedundancyOptimizer([{"params": [scalar, vector, frozen]}, {"params": []}], tg.optim.AdamW, lr=0.1)
+    again.load_state_dict(zero.state_dict())            # the 0-d parameter first: its moments are still sharded
+    assert zero._consolidated is None                   # rank 0 no longer holds the whole state
+    state, = again.optim.state.values()
+    assert state["step"] == 2 and state["exp_avg"].shape == (4,)
+
+
 def test_zero_1_refuses_what_it_cannot_shard():
     dist.init_process_group("mpi")
     model = job.make_model(tg.float32, seed=0)

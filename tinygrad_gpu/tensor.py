@@ -113,7 +113,10 @@ class Function:
     # Kept by release(): the graph's shape. input_dtypes is read by viz.py, which draws a graph (even a used one),
     # and by Cast's backward.
     _ENGINE_FIELDS = ("next_nodes", "input_meta", "input_dtypes", "needs_input_grad", "recording", "freed", "device",
-                      "grad_is_spare")
+                      "grad_is_spare", "sequence_nr")
+    # How many nodes have been recorded: each takes the next number as its sequence_nr (PyTorch's name), so that
+    # tg.utils.checkpoint can tell the nodes a function made from those made before it.
+    recorded = 0
 
     @classmethod
     def apply(cls, *inputs: Tensor, **options) -> Tensor:
@@ -133,6 +136,7 @@ class Function:
         if not ctx.recording:
             return Tensor._wrap(out, out_device)
         ctx.next_nodes = tuple(t._node() for t in inputs)
+        ctx.sequence_nr, Function.recorded = Function.recorded, Function.recorded + 1
         ctx.needs_input_grad = tuple(node is not None for node in ctx.next_nodes)
         ctx.input_meta = tuple(t.shape for t in inputs)
         ctx.input_dtypes = tuple(t.data.dtype for t in inputs)

@@ -74,7 +74,7 @@ class MPIGroup:
     def reduce_scatter(self, output: np.ndarray, input: np.ndarray, op) -> None:
         """MPI's Reduce_scatter_block: every chunk the same size."""
         if self.comm is None:
-            output.reshape(-1)[...] = input.reshape(-1)
+            output[...] = input.reshape(output.shape)
             return
         result = output if output.flags.c_contiguous else np.empty_like(output)
         self.comm.Reduce_scatter_block(np.ascontiguousarray(input), result, op=_mpi_op(op, input.dtype))
@@ -86,7 +86,7 @@ class MPIGroup:
     def all_gather(self, output: np.ndarray, input: np.ndarray) -> None:
         """MPI's Allgather; in place (MPI_IN_PLACE) when `input` is this rank's own chunk of `output`."""
         if self.comm is None:
-            output.reshape(-1)[...] = input.reshape(-1)
+            output[...] = input.reshape(output.shape)
             return
         from mpi4py import MPI
         if not output.flags.c_contiguous:

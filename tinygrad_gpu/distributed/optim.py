@@ -22,7 +22,9 @@ Saving (PyTorch's protocol): every rank calls consolidate_state_dict(to=0), whic
 state; rank 0's state_dict() is then the wrapped optimizer's own format, per parameter, as if it had
 never been sharded, so a checkpoint resumes under any number of ranks (load_state_dict keeps the shard).
 
-The parameters' own gradients (.grad, each rank's, never averaged) are let go when step() or clip_grad_norm_
+A parameter without a gradient on a step counts as zeros, as under DistributedDataParallel (AdamW's moments
+decay and weight decay applies to it); a frozen one (requires_grad False) is left out of the shards and never
+changes. The parameters' own gradients (.grad, each rank's, never averaged) are let go when step() or clip_grad_norm_
 packs them for the reduce-scatter: from then on the shard's mean gradient is the one that counts, and the
 memory of the whole gradient is free before AdamW runs (after a step, p.grad is None, as after zero_grad).
 So a rank holds the parameters, the gradients until they are packed, and 2 / world size of AdamW's state,
@@ -57,16 +59,23 @@ class ZeroRedundancyOptimizer(Optimizer):
         super().__init__(params, defaults)
 
     def add_param_group(self, group: dict) -> None:
+        """The group, and for its parameters that train (frozen ones never get a gradient, and stay as they are)
+        a shard and a group of the wrapped optimizer holding it."""
         super().add_param_group(group)
-        shard = _GroupShard(self.param_groups[-1]["params"], self.rank, self.world_size)
-        self._shards.append(shard)
-        inner = {"params": [shard.param], **_hyper(self.param_groups[-1])}
+        group = self.param_groups[-1]
+        trained = [p for p in group["params"] if p.requires_grad]
+        if not trained:
+            return
+        shard = _GroupShard(trained, self.rank, self.world_size)
+        inner = {"params": [shard.param], **_hyper(group)}
         if self.optim is None:
             self.optim = self.optimizer_class([inner], **self.defaults)
         else:
             self.optim.add_param_group(inner)
-        for key, value in _hyper(self.optim.param_groups[-1]).items():    # the wrapped optimizer's defaults too
-            self.param_groups[-1].setdefault(key, value)
+        shard.group, shard.inner = group, self.optim.param_groups[-1]
+        self._shards.append(shard)
+        for key, value in _hyper(shard.inner).items():      # the wrapped optimizer's defaults too
+            group.setdefault(key, value)
 
     # ------------------------------------------------------------------ the step
     def reduce_gradients(self) -> None:
@@ -81,6 +90,8 @@ class ZeroRedundancyOptimizer(Optimizer):
     def clip_grad_norm_(self, max_norm: float) -> Tensor:
         """optim.clip_grad_norm_ on the mean gradient, which is spread over the ranks' shards: each rank's sum of
         squares, all_reduced, is the square of the whole norm. Returns the norm before clipping."""
+        if not self._shards:
+            return Tensor(0.0)
         self.reduce_gradients()
         shards = [s for s in self._shards if s.param.grad is not None]
         device = self._shards[0].param.device
@@ -93,24 +104,27 @@ class ZeroRedundancyOptimizer(Optimizer):
             _group.all_reduce(total)
             norm = xp.sqrt(total.data[0])
             scale = xp.minimum(max_norm / (norm + 1e-6), 1.0)
+            result = Tensor._wrap(norm.astype(self._shards[0].param.dtype), device)
         for s in shards:
             with devices.use(s.param.device):
                 s.param.grad.data *= devices.move(scale, s.param.device).astype(s.param.dtype)
-        return Tensor._wrap(norm.astype(self._shards[0].param.dtype), device)
+        return result
 
     def step(self) -> None:
+        if not self._shards:                # nothing trains
+            return
         self.reduce_gradients()
         self._reduced = False
-        for group, inner in zip(self.param_groups, self.optim.param_groups):
-            inner.update(_hyper(group))     # what the training loop set (the learning rate of this step)
-        self.optim.found_inf = getattr(self, "found_inf", None)
+        for shard in self._shards:
+            shard.inner.update(_hyper(shard.group))     # what the training loop set (this step's learning rate)
         self.optim.step()
         for shard in self._shards:
             shard.all_gather()
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         super().zero_grad(set_to_none)
-        self.optim.zero_grad(set_to_none)
+        if self.optim is not None:
+            self.optim.zero_grad(set_to_none)
         self._reduced = False
 
     # ------------------------------------------------------------------ saving and resuming
@@ -136,26 +150,26 @@ class ZeroRedundancyOptimizer(Optimizer):
         try:
             return super().state_dict()
         finally:
-            self.state = {}
+            self.state, self._consolidated = {}, None       # the whole state held no longer than needed
 
     def load_state_dict(self, state_dict: dict) -> None:
         """A state_dict of the whole (from any number of ranks, or from the plain optimizer): this rank keeps its
         shard of it."""
         super().load_state_dict(state_dict)
         whole, self.state = self.state, {}
-        for group, inner in zip(self.param_groups, self.optim.param_groups):
-            inner.update(_hyper(group))
         for shard in self._shards:
+            shard.inner.update(_hyper(shard.group))
             states = [whole.get(id(p)) for p in shard.params]
             if all(s is None for s in states):
                 continue
             if any(s is None for s in states):
                 raise ValueError("ZeroRedundancyOptimizer.load_state_dict: the saved state covers only some of a "
                                  "group's parameters; each group's parameters must all have been stepped")
-            first = states[0]
+            # an entry of each parameter's shape (a moment) is cut into shards; a number (the step) is shared
             self.optim.state[id(shard.param)] = {
-                key: shard.own_part([s[key] for s in states]) if not np.isscalar(value) and np.ndim(value) and
-                np.shape(value) == shard.params[0].shape else value for key, value in first.items()}
+                key: shard.own_part([s[key] for s in states])
+                if all(not np.isscalar(s[key]) and np.shape(s[key]) == p.shape for s, p in zip(states, shard.params))
+                else value for key, value in states[0].items()}
 
 
 class _GroupShard:
@@ -184,9 +198,9 @@ class _GroupShard:
 
     def _as_views(self) -> None:
         """Each parameter's .data becomes a view into the flat array, which takes its values."""
-        for p, part in zip(self.params, self.slices):
-            view = self.flat[part].reshape(p.shape)
-            if p.data is not view:
+        with devices.use(self.device):
+            for p, part in zip(self.params, self.slices):
+                view = self.flat[part].reshape(p.shape)
                 view[...] = p.data
                 p.data = view
         self._views = [p.data for p in self.params]

@@ -15,10 +15,11 @@ yet is made afresh) and computes the same numbers, so the gradients equal those 
 for bit; the price is one more forward of `function` per backward (benchmarks/memory.py measures both).
 
 Which parameters `function` uses is found by running it once recording, at the forward, and walking the
-graph it made: the checkpoint's node then takes them as inputs, so their gradients reach .grad in the
-outer backward, with its hooks (DistributedDataParallel's) running as for any leaf. That graph is
-dropped as soon as it has been walked, so at most one checkpointed function's activations are held
-at a time, in the forward as in the backward.
+graph it made: the checkpoint's node then takes them as inputs, so their gradients reach .grad in the outer
+backward, with its hooks (DistributedDataParallel's) running as for any leaf. That graph is dropped as soon
+as it has been walked, so at most one checkpointed function's activations are held at a time, in the
+forward as in the backward. A tensor computed outside the function (not a leaf) must come in as one of its
+arguments, positional or keyword; one that reaches it otherwise, through a closure, is refused in one line.
 
 PyTorch's ``torch.utils.checkpoint.checkpoint`` arguments: `use_reentrant` is accepted for code written for
 PyTorch; both of its values run this non-reentrant way (hooks, tg.grad and parameters reached only
@@ -43,14 +44,15 @@ def checkpoint(function, *args, use_reentrant: bool = None, preserve_rng_state: 
         return function(*args, **kwargs)
     rng = random.get_all_rng_states() if preserve_rng_state else None
     regions = autocast_mode.regions_now()
+    first_node = Function.recorded          # the nodes numbered from here on are the function's
     out = function(*args, **kwargs)
     if not isinstance(out, Tensor):
         raise TypeError(f"checkpoint: the function must return one Tensor, got {type(out).__name__}; wrap a "
                         "function with several results in one checkpoint each")
     if not out.requires_grad:
         return out
-    tensors = [a for a in args if isinstance(a, Tensor)]
-    parameters = _leaves_inside(out, tensors)
+    tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+    parameters = _leaves_inside(out, tensors, first_node)
     return Checkpoint.apply(*tensors, *parameters, out=out.detach(), function=function, args=args, kwargs=kwargs,
                             rng=rng, regions=regions)
 
@@ -62,8 +64,7 @@ class Checkpoint(Function):
 
     def forward(self, *inputs, out, function, args, kwargs, rng, regions):
         self.function, self.args, self.kwargs, self.rng, self.regions = function, args, kwargs, rng, regions
-        self.n_args = sum(isinstance(a, Tensor) for a in args)
-        self.parameters = inputs[self.n_args:]
+        self.parameters = inputs[sum(isinstance(a, Tensor) for a in (*args, *kwargs.values())):]
         return out.data
 
     def backward(self, grad):
@@ -71,19 +72,26 @@ class Checkpoint(Function):
             raise RuntimeError("checkpoint: differentiating twice (create_graph=True) through a checkpointed "
                                "function is not supported; call the function without checkpoint for that")
         # The arguments again, cut from the outer graph, wanting gradients where the originals did.
-        args = [a.detach().requires_grad_(a.requires_grad) if isinstance(a, Tensor) else a for a in self.args]
+        args = [_cut(a) for a in self.args]
+        kwargs = {name: _cut(a) for name, a in self.kwargs.items()}
         with _random_state_set(self.rng), autocast_mode.regions_as(self.regions), set_grad_enabled(True):
-            out = self.function(*args, **self.kwargs)
-        wanted_args = [a for a in args if isinstance(a, Tensor) and a.requires_grad]
-        grads = iter(autograd.grad(out, wanted_args + list(self.parameters), grad, allow_unused=True))
-        arg_grads = [next(grads) if a.requires_grad else None for a in args if isinstance(a, Tensor)]
-        return (*arg_grads, *grads)
+            out = self.function(*args, **kwargs)
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+        wanted = [a for a in tensors if a.requires_grad]
+        grads = iter(autograd.grad(out, wanted + list(self.parameters), grad, allow_unused=True))
+        return (*(next(grads) if a.requires_grad else None for a in tensors), *grads)
 
 
-def _leaves_inside(out: Tensor, arguments: list) -> list:
+def _cut(argument):
+    """A Tensor argument as a new leaf with the same values, requiring grad as it did; anything else as it is."""
+    return argument.detach().requires_grad_(argument.requires_grad) if isinstance(argument, Tensor) else argument
+
+
+def _leaves_inside(out: Tensor, arguments: list, first_node: int) -> list:
     """The leaves that require grad which `out`'s graph reaches without passing through `arguments`: the
-    parameters `function` used, in the order first met. (A tensor made outside `function` and used inside
-    it must therefore be one of its arguments, as with PyTorch's reentrant checkpoint.)"""
+    parameters `function` used, in the order first met. A node recorded before the function ran (numbered
+    below `first_node`) is a tensor computed outside it that reached it some other way than as an argument
+    (a closure): refused, since the recomputation would differentiate through the outer graph too."""
     seen = {id(t._node()) for t in arguments}         # the walk stops at the arguments
     leaves, stack = [], [out._node()]
     while stack:
@@ -93,6 +101,9 @@ def _leaves_inside(out: Tensor, arguments: list) -> list:
         seen.add(id(node))
         if isinstance(node, Tensor):
             leaves.append(node)
+        elif node.sequence_nr < first_node:
+            raise ValueError(f"checkpoint: the function uses a tensor computed outside it (by {node.op_name()}) "
+                             "that is not among its arguments; pass that tensor as an argument")
         else:
             stack.extend(node.next_nodes)
     return leaves
