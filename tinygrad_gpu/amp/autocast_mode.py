@@ -236,6 +236,11 @@ def _castable(t) -> bool:
     return dtypes.is_floating(t.dtype) and t.dtype != dtypes.float64
 
 
+def is_kept_cast(node) -> bool:
+    """Is `node` the cast of a parameter that this region keeps (made once, shared by every later use in it)?"""
+    return any(cast._ctx is node for _, cast in _State.cache.values())
+
+
 def regions_now() -> tuple:
     """What the open autocast regions cast to now, per device type: what tg.utils.checkpoint records at the forward
     so that its recomputation, run inside a backward, casts alike."""

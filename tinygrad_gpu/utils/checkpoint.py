@@ -91,7 +91,9 @@ def _leaves_inside(out: Tensor, arguments: list, first_node: int) -> list:
     """The leaves that require grad which `out`'s graph reaches without passing through `arguments`: the
     parameters `function` used, in the order first met. A node recorded before the function ran (numbered
     below `first_node`) is a tensor computed outside it that reached it some other way than as an argument
-    (a closure): refused, since the recomputation would differentiate through the outer graph too."""
+    (a closure): refused, since the recomputation would differentiate through the outer graph too. Except a
+    parameter's cast that the autocast region kept from earlier: the recomputation, in a region of its own,
+    casts the parameter again, so the walk goes on to the parameter."""
     seen = {id(t._node()) for t in arguments}         # the walk stops at the arguments
     leaves, stack = [], [out._node()]
     while stack:
@@ -101,7 +103,7 @@ def _leaves_inside(out: Tensor, arguments: list, first_node: int) -> list:
         seen.add(id(node))
         if isinstance(node, Tensor):
             leaves.append(node)
-        elif node.sequence_nr < first_node:
+        elif node.sequence_nr < first_node and not autocast_mode.is_kept_cast(node):
             raise ValueError(f"checkpoint: the function uses a tensor computed outside it (by {node.op_name()}) "
                              "that is not among its arguments; pass that tensor as an argument")
         else:
