@@ -142,7 +142,7 @@ def set_cuda_rng_state_all(states: dict) -> None:
 def get_all_rng_states() -> dict:
     """The state of every generator that exists now, by device key ('cpu', 'cuda:0', ...): with
     set_all_rng_states, what replays the same draws (tg.utils.checkpoint's recomputation)."""
-    return {key: g.bit_generator.state if key == "cpu" else g.state for key, g in _generators.items()}
+    return {**({"cpu": get_rng_state()} if "cpu" in _generators else {}), **get_cuda_rng_state_all()}
 
 
 def set_all_rng_states(states: dict) -> None:
@@ -150,8 +150,6 @@ def set_all_rng_states(states: dict) -> None:
     at its next draw, as it would have been."""
     for key in [key for key in _generators if key not in states]:
         del _generators[key]
-    for key, state in states.items():
-        if key == "cpu":
-            generator("cpu").bit_generator.state = state
-        else:
-            _generators[key] = PhiloxStream(key, state["seed"], state["offset"])
+    if "cpu" in states:
+        set_rng_state(states["cpu"])
+    set_cuda_rng_state_all({key: state for key, state in states.items() if key != "cpu"})

@@ -132,13 +132,14 @@ class ZeroRedundancyOptimizer(Optimizer):
         """Gather every shard's state on rank `to` (every rank must call it), for its state_dict()."""
         whole = {}
         for shard in self._shards:
-            state = self.optim.state.get(id(shard.param), {})
-            gathered = {key: shard.gather(value) if _is_shard_array(value, shard) else value
-                        for key, value in state.items()}
+            state = self.optim.state.get(id(shard.param))
+            if not state:
+                continue
+            # an array over the shard (a moment) is gathered whole and cut per parameter; a number (the step) is shared
+            gathered = {key: shard.gather(value) for key, value in state.items() if _is_shard_array(value, shard)}
             for p, part in zip(shard.params, shard.slices):
-                if gathered:
-                    whole[id(p)] = {key: value[part].reshape(p.shape) if _is_shard_array(value, shard, whole=True)
-                                    else value for key, value in gathered.items()}
+                whole[id(p)] = {key: gathered[key][part].reshape(p.shape) if key in gathered else value
+                                for key, value in state.items()}
         self._consolidated = whole if self.rank == to else None
 
     def state_dict(self) -> dict:
@@ -233,9 +234,7 @@ class _GroupShard:
         """A state array of this rank's shard, all ranks' shards together (the flat layout)."""
         with devices.use(self.device):
             whole = devices.array_module(self.device).empty(self.size * self.world_size, dtype=value.dtype)
-            _group.all_gather_into_tensor(Tensor._wrap(whole, self.device),
-                                          Tensor._wrap(np.ascontiguousarray(value) if isinstance(value, np.ndarray)
-                                                       else value, self.device))
+            _group.all_gather_into_tensor(Tensor._wrap(whole, self.device), Tensor._wrap(value, self.device))
         return whole
 
     def own_part(self, arrays: list):
@@ -248,10 +247,9 @@ class _GroupShard:
             return flat[self.own].copy()
 
 
-def _is_shard_array(value, shard: _GroupShard, whole: bool = False) -> bool:
-    """Is this state entry an array over the shard (or, gathered, over the whole flat array), not a number?"""
-    return not np.isscalar(value) and np.ndim(value) == 1 and \
-        np.shape(value)[0] == shard.size * (shard.world_size if whole else 1)
+def _is_shard_array(value, shard: _GroupShard) -> bool:
+    """Is this state entry an array over the shard, not a number?"""
+    return not np.isscalar(value) and np.shape(value) == (shard.size,)
 
 
 def _hyper(group: dict) -> dict:

@@ -28,6 +28,8 @@ inside `function` behave as without checkpointing). Differentiating twice throug
 """
 from __future__ import annotations
 
+import contextlib
+
 from .. import autograd, random
 from ..amp import autocast_mode
 from ..tensor import Function, Tensor, is_grad_enabled, set_grad_enabled
@@ -51,7 +53,7 @@ def checkpoint(function, *args, use_reentrant: bool = None, preserve_rng_state: 
                         "function with several results in one checkpoint each")
     if not out.requires_grad:
         return out
-    tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+    tensors = _tensors_in(args, kwargs)
     parameters = _leaves_inside(out, tensors, first_node)
     return Checkpoint.apply(*tensors, *parameters, out=out.detach(), function=function, args=args, kwargs=kwargs,
                             rng=rng, regions=regions)
@@ -64,7 +66,7 @@ class Checkpoint(Function):
 
     def forward(self, *inputs, out, function, args, kwargs, rng, regions):
         self.function, self.args, self.kwargs, self.rng, self.regions = function, args, kwargs, rng, regions
-        self.parameters = inputs[sum(isinstance(a, Tensor) for a in (*args, *kwargs.values())):]
+        self.parameters = inputs[len(_tensors_in(args, kwargs)):]
         return out.data
 
     def backward(self, grad):
@@ -76,10 +78,15 @@ class Checkpoint(Function):
         kwargs = {name: _cut(a) for name, a in self.kwargs.items()}
         with _random_state_set(self.rng), autocast_mode.regions_as(self.regions), set_grad_enabled(True):
             out = self.function(*args, **kwargs)
-        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+        tensors = _tensors_in(args, kwargs)
         wanted = [a for a in tensors if a.requires_grad]
         grads = iter(autograd.grad(out, wanted + list(self.parameters), grad, allow_unused=True))
         return (*(next(grads) if a.requires_grad else None for a in tensors), *grads)
+
+
+def _tensors_in(args, kwargs) -> list:
+    """The Tensor arguments, positional then keyword: the first inputs of the checkpoint's node."""
+    return [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
 
 
 def _cut(argument):
@@ -111,18 +118,15 @@ def _leaves_inside(out: Tensor, arguments: list, first_node: int) -> list:
     return leaves
 
 
-class _random_state_set:
+@contextlib.contextmanager
+def _random_state_set(state):
     """Inside: the generators as `state` left them (None: as they are); after: as they were."""
-
-    def __init__(self, state):
-        self.state = state
-
-    def __enter__(self):
-        if self.state is not None:
-            self.now = random.get_all_rng_states()
-            random.set_all_rng_states(self.state)
-
-    def __exit__(self, *exc):
-        if self.state is not None:
-            random.set_all_rng_states(self.now)
-        return False
+    if state is None:
+        yield
+        return
+    now = random.get_all_rng_states()
+    random.set_all_rng_states(state)
+    try:
+        yield
+    finally:
+        random.set_all_rng_states(now)
