@@ -1,135 +1,84 @@
-"""Fine-tune a GPT-2 folder on your own text, fully or with LoRA, and write a GPT-2 folder back.
+"""Fine-tune a GPT-2 folder on your own data, fully or with LoRA, and write a GPT-2 folder back.
 
-    python examples/finetune_gpt2.py --init-from gpt2 --data examples/data/shop_products.txt
-    python examples/finetune_gpt2.py --init-from gpt2 --lora-rank 8 --lora-alpha 16 --out-dir out-gpt2-lora
+    python examples/finetune_gpt2.py --init-from gpt2                        # the shop's products -> descriptions
+    python examples/finetune_gpt2.py --init-from gpt2 --lora-rank 8 --out-dir out-gpt2-lora
+    python examples/finetune_gpt2.py --init-from gpt2 --data my_text.txt --block-size 128 --out-dir out-mine
+    python examples/finetune_gpt2.py --out-dir out-gpt2-finetune --resume    # after Ctrl-C or a kill
 
 --init-from is a Hugging Face GPT-2 folder already on disk (config.json, model.safetensors, and
-tokenizer.json or vocab.json + merges.txt); nothing is downloaded. The text is cut into windows
-of --block-size tokens (GPT-2's byte-pair tokens), the last 10% held out. The val loss on that
-held-out text is shown before the first step and after the last. With --lora-rank, only the
-low-rank adapters on attention's c_attn and c_proj train (tinygrad_gpu/nn/lora.py); at the end
-they are merged into the weights. --out-dir receives a GPT-2 folder that this project and
-`transformers` both load, and, for LoRA, the adapter alone in adapter.safetensors.
+tokenizer.json or vocab.json + merges.txt); nothing is downloaded. --data is a table of records
+(.jsonl or .csv: each record's prompt and completion, or fields a --template makes them from; the
+loss counts the completions only), a text file cut into windows of --block-size tokens, or a folder
+of token files (python -m tinygrad_gpu.prepare). By default it is the shop's 136 product records,
+examples/data/shop_products.jsonl, which the template tinygrad_gpu/templates/product_description.txt
+turns into a prompt of the product's facts and its description as the completion. The last tenth is
+held out: its val loss is shown before the first step and after the last.
+
+It runs the training programs' loop (tinygrad_gpu/train): checkpoints in --out-dir every
+--eval-interval steps, --resume exactly where a run stopped, metrics.jsonl, the cost, --dtype,
+data parallel under mpiexec, one-line errors. With --lora-rank, only low-rank adapters on
+attention's c_attn and c_proj train (tinygrad_gpu/nn/lora.py). At the end, OUT_DIR/huggingface
+receives a GPT-2 folder that this project and `transformers` both load (adapters merged into the
+weights), and, for LoRA, OUT_DIR/adapter.safetensors the adapters alone.
 """
-import argparse
+import dataclasses
 import os
 import sys
-import time
-
-import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))   # run from a checkout
 
 import tinygrad_gpu as tg  # noqa: E402
-from tinygrad_gpu.data import TextDataset, read_text  # noqa: E402
-from tinygrad_gpu.nn import GPT, lora  # noqa: E402
-from tinygrad_gpu.optim.lr_scheduler import warmup_cosine  # noqa: E402
-from tinygrad_gpu.tokenizers import GPT2Tokenizer  # noqa: E402
-from tinygrad_gpu.train import compute, one_line_errors, precision  # noqa: E402
-from tinygrad_gpu.train.energy import EnergyMeter, kwh as energy_kwh  # noqa: E402
-from tinygrad_gpu.train.loop import estimate_loss, training_step  # noqa: E402
-from tinygrad_gpu.train.reporting import cost_line, run_totals  # noqa: E402
+from tinygrad_gpu.nn import lora  # noqa: E402
+from tinygrad_gpu.train import CHECKPOINT_NAME, TrainConfig, build_model, one_line_errors, parse_args, run  # noqa: E402
+from tinygrad_gpu.train.checkpointing import load_weights, read, tokenizer_of  # noqa: E402
+from tinygrad_gpu.train.config import ConfigError  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+EXPORT_NAME = "huggingface"         # OUT_DIR/huggingface: the GPT-2 folder written at the end
+DEFAULTS = TrainConfig(data=os.path.join(HERE, "data", "shop_products.jsonl"), out_dir="out-gpt2-finetune",
+                       block_size=384, batch_size=4, max_iters=100, lr=1e-4, min_lr=1e-5, warmup_iters=10,
+                       weight_decay=0.0, beta2=0.95, eval_interval=25, eval_iters=10, num_samples=1, sample_tokens=80)
+LORA_LR = 1e-3                      # adapters start at zero and need larger steps than the weights themselves
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--init-from", required=True, help="a Hugging Face GPT-2 folder on disk")
-    p.add_argument("--data", default=os.path.join(HERE, "data", "shop_products.txt"), help="a UTF-8 text file")
-    p.add_argument("--out-dir", default="out-gpt2-finetune")
-    p.add_argument("--device", default=None, help="cpu or cuda (default: the default device)")
-    p.add_argument("--dtype", default=None, choices=precision.CHOICES,
-                   help="float32, or bfloat16 / float16 under autocast (default: bfloat16 on a GPU of compute "
-                        "capability 8.0 and up, float16 on older GPUs, float32 on the CPU)")
-    p.add_argument("--block-size", type=int, default=128, help="tokens per window (at most the model's context)")
-    p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--max-iters", type=int, default=100)
-    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-4 full, 1e-3 LoRA)")
-    p.add_argument("--warmup-iters", type=int, default=10)
-    p.add_argument("--weight-decay", type=float, default=0.0)
-    p.add_argument("--grad-clip", type=float, default=1.0)
-    p.add_argument("--dropout", type=float, default=0.0)
-    p.add_argument("--lora-rank", type=int, default=0, help="0: train every weight; r > 0: LoRA of rank r")
-    p.add_argument("--lora-alpha", type=float, default=16.0)
-    p.add_argument("--gradient-checkpointing", action="store_true",
-                   help="recompute each block in backward instead of keeping its activations (less memory, one "
-                   "more forward pass per step; the same gradients)")
-    p.add_argument("--eval-interval", type=int, default=25)
-    p.add_argument("--eval-iters", type=int, default=10)
-    p.add_argument("--sample-tokens", type=int, default=80, help="tokens to generate at the end (0: none)")
-    p.add_argument("--prompt", default="\n")
-    p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--price-per-hour", type=float, default=None, help="adds the run's cost to its last line")
-    args = p.parse_args(argv)
-    if args.lr is None:
-        args.lr = 1e-3 if args.lora_rank else 1e-4      # adapters start at zero and need larger steps
-    return args
+def parse(argv=None) -> TrainConfig:
+    config = parse_args(argv, defaults=DEFAULTS, description=__doc__.split("\n\n")[0])
+    if config.lora_rank and "lr" not in config.chosen():
+        config = dataclasses.replace(config, lr=LORA_LR, min_lr=LORA_LR / 10)
+    return config
 
 
 def main(argv=None) -> dict:
-    args = parse_args(argv)
-    device = tg.device.canonical(args.device)
-    tg.manual_seed(args.seed)
-    tokenizer = GPT2Tokenizer(args.init_from)
-    model = GPT.from_pretrained(args.init_from, dropout=args.dropout)
-    block_size = min(args.block_size, model.config.block_size)
-    dataset = TextDataset(read_text(args.data), block_size, tokenizer, device=device)
-    model.to(device)
-    if args.lora_rank:
-        lora.apply_lora(model, rank=args.lora_rank, alpha=args.lora_alpha)
-    trained = [p for p in model.parameters() if p.requires_grad]
-    print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {sum(p.numel() for p in trained):,} "
-          f"trained ({'LoRA rank %d' % args.lora_rank if args.lora_rank else 'all'}); "
-          f"train {len(dataset.splits['train']):,} / val {len(dataset.splits['val']):,} tokens; device {device}")
-    if args.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
-    optimizer = model.configure_optimizers(args.weight_decay, args.lr, (0.9, 0.95))
-    rng = np.random.default_rng(args.seed)
-    with one_line_errors():                     # a GPU without bfloat16, say: one line, exit code 2
-        run_precision = precision.Precision.for_run(args.dtype, device)
-    print(f"computing in {run_precision.name}")
+    config = parse(argv)
+    with one_line_errors():
+        if not (config.init_from or config.resume):
+            raise ConfigError("finetune_gpt2.py adapts a trained model: give --init-from (a GPT-2 folder), or "
+                              "--resume to continue the run in --out-dir")
+    summary = run(config)           # ends the program on Ctrl-C (exit code 130) and on one-line errors
+    if summary["rank"]:             # under mpiexec, rank 0 writes the folder
+        return summary
+    if summary["metrics"]:
+        before, after = summary["metrics"][0], summary["metrics"][-1]
+        print(f"val loss on the held-out data: {before['val_loss']:.4f} at iteration {before['iter']}, "
+              f"{after['val_loss']:.4f} at iteration {after['iter']}")
+    return dict(summary, model=export(config.out_dir))
 
-    before = estimate_loss(model, dataset, args, precision=run_precision)
-    print(f"iter 0: train {before['train']:.4f}, val {before['val']:.4f}")
-    meter = EnergyMeter(device)                 # NVML on a GPU, RAPL on a Linux CPU, else nothing
-    start = time.perf_counter()
-    for iter_num in range(1, args.max_iters + 1):
-        for group in optimizer.param_groups:
-            group["lr"] = warmup_cosine(iter_num - 1, args.lr, args.warmup_iters, args.max_iters, args.lr / 10)
-        x, y = dataset.batch("train", args.batch_size, rng)
-        loss, _ = training_step(model, optimizer, [(x, y)], args.grad_clip, run_precision)
-        if iter_num % args.eval_interval == 0 or iter_num == args.max_iters:
-            losses = estimate_loss(model, dataset, args, precision=run_precision)
-            print(f"iter {iter_num}: loss {loss.item():.4f}; train {losses['train']:.4f}, val {losses['val']:.4f}; "
-                  f"{(time.perf_counter() - start) / iter_num:.2f} s per step")
-    seconds = time.perf_counter() - start
-    after = estimate_loss(model, dataset, args, precision=run_precision)
-    print(f"val loss on the new text: {before['val']:.4f} before fine-tuning, {after['val']:.4f} after "
-          f"{args.max_iters} iterations")
-    # What the run cost, counted as every training run counts it (6N + 12LCT per token, even for LoRA,
-    # which skips the frozen weights' gradients: the usual accounting, so MFUs compare)
-    peak, _ = compute.peak_flops(device, run_precision.low_dtype or model.transformer.wte.weight.dtype)
-    joules = meter.joules()
-    totals = run_totals(args.max_iters * args.batch_size * block_size, model.flops_per_token(), seconds, peak,
-                        args.price_per_hour, None if joules is None else energy_kwh(joules))
-    print(cost_line(totals, args.price_per_hour))
 
-    adapter = lora.lora_state_dict(model) if args.lora_rank else None
+def export(out_dir: str):
+    """The run's last checkpoint as a GPT-2 folder (OUT_DIR/huggingface), and a LoRA run's adapters alone
+    (OUT_DIR/adapter.safetensors); the model written."""
+    saved = read(os.path.join(out_dir, CHECKPOINT_NAME))
+    tokenizer = tokenizer_of(saved)
+    model = build_model(saved["model_settings"], tokenizer.vocab_size)
+    load_weights(model, saved)
+    adapter = lora.lora_state_dict(model)
     if adapter:
-        lora.merge(model)                       # plain GPT-2 weights again, for the folder below
-    model.save_pretrained(args.out_dir, tokenizer=tokenizer)
-    if adapter:
-        tg.save(adapter, os.path.join(args.out_dir, "adapter.safetensors"))
-    print(f"wrote a GPT-2 folder to {args.out_dir}" + (" (and the adapter: adapter.safetensors)" if adapter else ""))
-
-    samples = []
-    if args.sample_tokens:
-        prompt = tg.tensor(tokenizer.encode(args.prompt)[None, :], device=device)
-        out = model.generate(prompt, args.sample_tokens, temperature=0.8, top_k=50, use_cache=True)
-        samples = [tokenizer.decode(out.numpy()[0])]
-        print("---\n" + samples[0] + "\n---")
-    return {"before": before, "after": after, "samples": samples, "model": model}
+        tg.save(adapter, os.path.join(out_dir, "adapter.safetensors"))
+        lora.merge(model)           # plain GPT-2 weights again, for the folder
+    folder = os.path.join(out_dir, EXPORT_NAME)
+    model.save_pretrained(folder, tokenizer=tokenizer)
+    print(f"wrote a GPT-2 folder to {folder}" + (" (and the adapters: adapter.safetensors)" if adapter else ""))
+    return model
 
 
 if __name__ == "__main__":

@@ -60,6 +60,24 @@ def device(request):
     return request.param
 
 
+@pytest.fixture(scope="session")
+def tiny_gpt2(tmp_path_factory):
+    """A tiny GPT-2 folder: random weights in GPT-2's layout (2 blocks of 32 wide, 384 positions, enough for a shop
+    product's prompt and description) and a 1,000-token byte-level BPE learnt from the shop's text."""
+    from tinygrad_gpu.nn import GPT, GPTConfig
+    from tinygrad_gpu.tokenizers import GPT2Tokenizer
+    pytest.importorskip("tokenizers")
+    shop = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "data",
+                        "shop_products.txt")
+    with open(shop, encoding="utf-8") as f:
+        tokenizer = GPT2Tokenizer.train(f.read().splitlines(), 1000)
+    folder = tmp_path_factory.mktemp("tiny-gpt2")
+    tg.manual_seed(0)
+    GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=384, vocab_size=tokenizer.vocab_size,
+                  bias=True)).save_pretrained(folder, tokenizer=tokenizer)
+    return folder
+
+
 @pytest.fixture(autouse=True)
 def _seeded():
     tg.manual_seed(0)

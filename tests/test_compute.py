@@ -53,6 +53,8 @@ def test_gpt_flops_per_token_by_hand():
     # Then ln_f, and the token table (which is also the output layer); the position table is a lookup.
     matrices = L * (12 * C * C + 2 * C) + C + V * C
     assert model.flops_per_token() == 6 * matrices + 12 * L * C * T == 11520
+    # rows shorter than the position table (fine-tuning GPT-2 on part of its context) attend over fewer keys
+    assert model.flops_per_token(context=4) == 6 * matrices + 12 * L * C * 4
 
 
 def test_lstm_flops_per_token_by_hand():

@@ -114,6 +114,11 @@ def test_written_config_has_gpt2s_keys(tmp_path):
     big = GPT(GPTConfig(block_size=4, vocab_size=50257, n_layer=1, n_head=1, n_embd=4))
     big.save_pretrained(tmp_path / "big")
     assert json.loads((tmp_path / "big" / "config.json").read_text())["eos_token_id"] == 50256
+    # with a tokenizer, its end-of-text id (a small byte-pair vocabulary's <|endoftext|>, a character model's
+    # newline) is the folder's bos and eos, which generation stops at
+    model.save_pretrained(tmp_path / "char", tokenizer=CharTokenizer("ab\ncd"))
+    config = json.loads((tmp_path / "char" / "config.json").read_text())
+    assert (config["bos_token_id"], config["eos_token_id"]) == (2, 2)
 
 
 def test_tokenizer_files_are_written_beside_the_model(tmp_path):
@@ -172,6 +177,8 @@ def test_a_failed_save_leaves_the_old_folder_intact(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["gpt2", "saved"]                                  # nothing left over
 
     class BrokenTokenizer:
+        end_of_text = None
+
         def save(self, folder):
             raise RuntimeError("cannot write the vocabulary")
 

@@ -1,7 +1,7 @@
 """The README's shell commands, run one after another in a fresh folder, as a new user would type them: each
 must exit 0. Training runs are made short (SHORTER: --max-iters 8 and small evaluations, as the README says);
 a command this machine cannot run is left out for a stated reason (NOT_HERE: it installs, downloads, needs a GPU,
-several machines or a GPT-2 folder, or is a benchmark, whose own tests run it small). A command that matches
+several machines or GPT-2's own folder, or is a benchmark, whose own tests run it small). A command that matches
 no reason runs, so a new command in the README is tried by default.
 """
 import os
@@ -21,14 +21,17 @@ MPIEXEC = shutil.which("mpiexec") or shutil.which("mpiexec", path=os.path.dirnam
 
 SMALL_RUN = ["--max-iters", "8", "--eval-interval", "4", "--eval-iters", "2", "--num-samples", "1",
              "--sample-tokens", "20"]
-SHORTER = {"train_charlm.py": SMALL_RUN, "finetune_charlm.py": SMALL_RUN, "sample.py": ["--max-new-tokens", "20"]}
+FEW_TOKENS = ["--max-new-tokens", "20"]
+SHORTER = {"train_charlm.py": SMALL_RUN, "finetune_charlm.py": SMALL_RUN, "finetune_gpt2.py": SMALL_RUN,
+           "sample.py": FEW_TOKENS, "describe_products.py": FEW_TOKENS, "evaluate_descriptions.py": FEW_TOKENS}
 NOT_HERE = [
     (r"^pip install", "installs: the tests run where the package is installed"),
     (r"^pytest|^TINYGRAD_GPU_CUPY=\S+ TINYGRAD_GPU_DEVICE=\S+ pytest", "the test suite itself"),
     (r"--data shakespeare", "downloads tiny-shakespeare"),
     (r"--device cuda|gpu_check\.sh", "needs an NVIDIA GPU"),
     (r"hosts\.txt|^[\w.-]+:\d+$", "several machines"),
-    (r"finetune_gpt2\.py|--out-dir out-shop\b", "needs a GPT-2 folder (nothing is downloaded)"),
+    (r"--init-from gpt2\b|out-shop(?![\w-])",
+     "needs GPT-2's own folder (nothing is downloaded; the README makes a small one, whose commands run)"),
     (r"^(python|bash) benchmarks/", "a benchmark (minutes; tests/test_benchmark_*.py run each small)"),
 ]
 
@@ -78,7 +81,8 @@ def test_the_readme_commands_run_in_order_in_a_fresh_folder(tmp_path):
         result = subprocess.run(_argv(command), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, f"{command}\nexit code {result.returncode}\n{result.stderr[-3000:]}"
         ran.append(command)
-    # the set-up run, the examples' two runs, sampling, fine-tuning, a checkpointed run; three runs on two ranks
-    # where mpiexec is
-    assert len(ran) == 6 + (3 if MPIEXEC else 0), ran
+    # the set-up run, the examples' two runs, sampling, fine-tuning, a checkpointed run; the shop's flow on a small
+    # GPT-2 made here (make, pretrain, fine-tune fully and with LoRA, describe, evaluate); token files (two
+    # prepared, one run); three runs on two ranks where mpiexec is
+    assert len(ran) == 6 + 6 + 3 + (3 if MPIEXEC else 0), ran
     assert {"out-charlm", "out-text", "out-lstm", "out-finetune"} <= set(os.listdir(tmp_path)), os.listdir(tmp_path)

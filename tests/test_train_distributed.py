@@ -224,6 +224,31 @@ def test_two_ranks_accumulating_four_micro_batches_of_b_are_one_batch_of_4b(tmp_
     assert [r["flops"] for r in rows] == [r["flops"] for r in _metrics(one_process)]
 
 
+def _records(tmp_path):
+    """Prompt/completion records whose completions differ in length, so that micro-batches count different numbers of
+    targets (the loss is on the completions only)."""
+    path = tmp_path / "records.jsonl"
+    words = TEXT.split()
+    path.write_text("".join(json.dumps({"prompt": f"{words[i]}:", "completion": " ".join(words[i:i + 1 + i % 3])})
+                            + "\n" for i in range(60)))
+    return str(path)
+
+
+@pytest.mark.parametrize("how", ["two ranks", "accumulation"])
+def test_records_counting_different_targets_per_micro_batch_train_as_one_batch(tmp_path, how):
+    """Each micro-batch's loss weighs its counted targets over the step's (ranks.step_batches): two ranks, or two
+    micro-batches in one process, take one process's step with the whole batch."""
+    flags = ["--data", _records(tmp_path), *CURVE]
+    _in_process([*flags, "--out-dir", str(tmp_path / "whole"), "--batch-size", "8"])
+    if how == "two ranks":
+        result = _launch([*flags, "--out-dir", str(tmp_path / "split"), "--batch-size", "4"])
+        assert result.returncode == 0, result.stderr
+    else:
+        _in_process([*flags, "--out-dir", str(tmp_path / "split"), "--batch-size", "4",
+                     "--gradient-accumulation-steps", "2"])
+    _assert_same_curve(_metrics(str(tmp_path / "split")), _metrics(str(tmp_path / "whole")))
+
+
 def test_the_figures_count_every_ranks_tokens(two_ranks, one_process):
     """flops = iter x tokens per step x FLOPs per token, where a step's tokens are all ranks' (2 x 8 x 16)."""
     out, stdout = two_ranks

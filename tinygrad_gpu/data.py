@@ -67,12 +67,7 @@ def shakespeare() -> str:
 def read_text(path: str) -> str:
     """The UTF-8 text of the file at `path`; anything else (no file, a folder, a pipe or a device, which open()
     would wait on, a file we may not read) is a DataError that says which."""
-    if not os.path.exists(path):
-        raise DataError(f"no text file at {path}")
-    if os.path.isdir(path):
-        raise DataError(f"{path} is a folder; give the path of a UTF-8 text file")
-    if not stat.S_ISREG(os.stat(path).st_mode):
-        raise DataError(f"{path} is not a regular file (a pipe or a device); give the path of a UTF-8 text file")
+    check_text_file(path)
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
@@ -80,6 +75,16 @@ def read_text(path: str) -> str:
         raise DataError(f"{path} cannot be read: permission denied") from None
     except UnicodeDecodeError as e:
         raise DataError(f"{path} is not UTF-8 text ({e})") from None
+
+
+def check_text_file(path: str) -> None:
+    """A DataError unless `path` is a regular file (not missing, not a folder, not a pipe or a device)."""
+    if not os.path.exists(path):
+        raise DataError(f"no text file at {path}")
+    if os.path.isdir(path):
+        raise DataError(f"{path} is a folder; give the path of a UTF-8 text file")
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise DataError(f"{path} is not a regular file (a pipe or a device); give the path of a UTF-8 text file")
 
 
 def load_corpus(name_or_path: str = "builtin") -> str:
@@ -105,15 +110,22 @@ class TextDataset:
         ids = self.tokenizer.encode(text)
         cut = int(len(ids) * (1 - val_fraction))
         self.splits = {"train": ids[:cut], "val": ids[cut:]}
-        for name, part in self.splits.items():
-            if len(part) < block_size + 1:
-                unit = self.tokenizer.unit
-                raise DataError(f"the {name} split has {len(part)} {unit}, fewer than block_size + 1 = "
-                                f"{block_size + 1}; use more text (this text has {len(ids)} {unit}) or a "
-                                "smaller --block-size")
+        self._check_lengths(len(ids))
         # The token arrays live on the training device, so batches are cut there without copies.
         self.on_device = {name: devices.move(part, device) for name, part in self.splits.items()}
         self._window = None
+
+    def _check_lengths(self, total: int) -> None:
+        """Each split must hold at least one window and its target."""
+        for name, part in self.splits.items():
+            if len(part) < self.block_size + 1:
+                unit = self.tokenizer.unit
+                raise DataError(f"the {name} split has {len(part)} {unit}, fewer than block_size + 1 = "
+                                f"{self.block_size + 1}; use more text (this text has {total} {unit}) or a "
+                                "smaller --block-size")
+
+    def describe(self) -> str:
+        return f"train {len(self.splits['train']):,} / val {len(self.splits['val']):,} {self.tokenizer.unit}"
 
     def batch(self, split: str, batch_size: int, rng: np.random.Generator):
         """(x, y): `batch_size` random windows of `block_size` ids, and the same shifted by one."""

@@ -6,7 +6,7 @@ checkpoints use, whichever kind a model was trained with.
   Face GPT-2 folder (`tokenizer.json`, or `vocab.json` + `merges.txt`) through the `tokenizers` library
   (`pip install "tinygrad_gpu[hf]"`). It works on UTF-8 bytes, so it encodes any text, nothing is unknown.
 
-Both have `encode(text) -> int64 array`, `decode(ids) -> str`, `vocab_size`, `unknown(text)`,
+Both have `encode(text) -> int64 array`, `decode(ids) -> str`, `vocab_size`, `end_of_text`, `unknown(text)`,
 `default_prompt`, `save(path)` and `describe()`; `load_tokenizer(path)` reads back what `save` wrote,
 and `from_description(...)` what `describe()` gave (a training checkpoint stores that description).
 Nothing here reaches the network: the files are read from a folder on disk.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 
@@ -46,6 +47,12 @@ class Tokenizer:
     def default_prompt(self) -> str:
         """The text a sample starts from when the user gives none."""
         return "\n"
+
+    @property
+    def end_of_text(self):
+        """The id that ends a document (a fine-tuning example, a generated description), or None when the
+        vocabulary has none."""
+        return None
 
     def encode(self, text: str) -> np.ndarray:
         raise NotImplementedError
@@ -99,6 +106,12 @@ class CharTokenizer(Tokenizer):
     def default_prompt(self) -> str:
         return "\n" if "\n" in self.index else self.chars[0]
 
+    @property
+    def end_of_text(self):
+        # A character model's documents are lines (the shop's corpus has one product per line), so a
+        # newline ends one.
+        return self.index.get("\n")
+
     def unknown(self, text: str) -> list:
         return sorted(set(text) - set(self.chars))
 
@@ -146,6 +159,21 @@ class GPT2Tokenizer(Tokenizer):
         self._backend = _read_gpt2_files(os.fspath(folder))
 
     @classmethod
+    def train(cls, lines, vocab_size: int) -> "GPT2Tokenizer":
+        """A new byte-level BPE of `vocab_size` tokens learnt from the texts `lines`, set up as GPT-2's is: no
+        prefix space, every byte mapped to a printable character before merging (so any text encodes),
+        <|endoftext|> one token. For small GPT-2s made offline (examples/make_tiny_gpt2.py) and tests."""
+        tokenizers = _tokenizers_library()
+        backend = tokenizers.Tokenizer(tokenizers.models.BPE())
+        backend.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+        backend.decoder = tokenizers.decoders.ByteLevel()
+        trainer = tokenizers.trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[END_OF_TEXT],
+                                                 show_progress=False,
+                                                 initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+        backend.train_from_iterator(lines, trainer)
+        return cls.from_json(backend.to_str())
+
+    @classmethod
     def from_json(cls, text: str) -> "GPT2Tokenizer":
         """From the text of a tokenizer.json (what `describe()` keeps)."""
         self = cls.__new__(cls)
@@ -156,9 +184,16 @@ class GPT2Tokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return self._backend.get_vocab_size(with_added_tokens=True)
 
+    @property
+    def end_of_text(self):
+        return self._backend.token_to_id(END_OF_TEXT)
+
     def encode(self, text: str) -> np.ndarray:
-        # No special tokens added around the text: GPT-2 adds none, and ids must follow the text exactly.
-        return np.asarray(self._backend.encode(text, add_special_tokens=False).ids, dtype=np.int64)
+        # In pieces, which the library encodes in parallel (a corpus of many MB takes seconds, not minutes),
+        # cut where the ids come out as one call's would. No special tokens are added around the text:
+        # GPT-2 adds none, and ids must follow the text exactly.
+        encodings = self._backend.encode_batch(split_for_encoding(text), add_special_tokens=False)
+        return np.concatenate([np.asarray(e.ids, dtype=np.int64) for e in encodings])
 
     def decode(self, ids) -> str:
         # Special tokens stay in (<|endoftext|> between documents), so decode(encode(text)) == text.
@@ -174,6 +209,30 @@ class GPT2Tokenizer(Tokenizer):
         path = self._file_in(path, GPT2_FILE)
         self._backend.save(path)
         return path
+
+
+# GPT-2 splits text into words by a regular expression before it merges byte pairs, and where a run of
+# whitespace ends depends on what follows it: "\n\n" is two words before "b" in "a\n\nb" ("\n", "\n") but
+# one in "a\n\n" alone, so a text cut after a blank line is encoded differently. A run of whitespace that
+# a word follows always gives its last character to that word or to a word of its own ("a  b" is "a",
+# " ", " b"), so the text may be cut right before that last character: nothing on either side changes.
+# Not before "<": <|endoftext|> is taken out of the text first, and the whitespace before it ends there.
+SAFE_CUT = re.compile(r"(?=[ \t\n][^\s<])")
+PIECE_CHARS = 100_000       # about 25,000 tokens of English per piece
+
+
+def split_for_encoding(text: str, size: int = None) -> list:
+    """`text` cut at SAFE_CUTs into pieces of at least `size` characters (PIECE_CHARS by default; the last
+    piece may be shorter), whose encodings, one after the other, are the encoding of the whole text."""
+    size = size or PIECE_CHARS
+    pieces, start = [], 0
+    while len(text) - start > size:
+        cut = SAFE_CUT.search(text, start + size)
+        if cut is None:
+            break
+        pieces.append(text[start:cut.start()])
+        start = cut.start()
+    return pieces + [text[start:]]
 
 
 def _parse_tokenizer_json(text: str, where: str):

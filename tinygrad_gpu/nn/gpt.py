@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+
 from .. import creation
 from ..ops.movement import cat
 from ..optim import configure_adamw
@@ -70,16 +72,19 @@ class CausalSelfAttention(Module):
         self.resid_dropout = Dropout(config.dropout)
         self.n_head, self.n_embd = config.n_head, config.n_embd
 
-    def forward(self, x, cache: KVCache = None, residual: Tensor = None):
+    def forward(self, x, cache: KVCache = None, residual: Tensor = None, mask: Tensor = None):
         """The attention's output; with `residual`, residual + that output (the Block's residual add, made
-        with the dropout in one op)."""
+        with the dropout in one op). mask: which keys each query may see, (B, 1, T, S) bool, for left-padded
+        rows (GPT.forward's padding); it says all, causality included. None: the usual causal attention."""
         B, T, C = x.shape
         # (B, T, 3C) -> q, k and v, each (B, n_head, T, head_size): each head attends independently
         q, k, v = self.c_attn(x).reshape(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
         if cache is not None:
             k, v = cache.extend(k, v)                # the keys and values of every position so far
         S, dropout_p = k.shape[2], self.attn_dropout.p if self.training else 0.0
-        if S == T:                                   # nothing cached: the usual causal attention
+        if mask is not None:                         # left padding: the mask says causality and padding both
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        elif S == T:                                 # nothing cached: the usual causal attention
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
         else:
             # New query i sits at position S - T + i: it sees every cached key and the new ones up to
@@ -113,10 +118,10 @@ class Block(Module):
         self.ln_2 = LayerNorm(config.n_embd, bias=config.bias, feeds_products=True)
         self.mlp = MLP(config)
 
-    def forward(self, x, cache: KVCache = None):
+    def forward(self, x, cache: KVCache = None, mask: Tensor = None):
         # x = x + attn(ln_1(x)), then x = x + mlp(ln_2(x)); each branch adds itself to x as it ends, so that
         # the add and the branch's dropout are one op (on a GPU, one kernel each way: nn.functional.dropout_add)
-        x = self.attn(self.ln_1(x), cache, residual=x)
+        x = self.attn(self.ln_1(x), cache, residual=x, mask=mask)
         return self.mlp(self.ln_2(x), residual=x)
 
 
@@ -154,22 +159,28 @@ class GPT(Module):
         n = self.num_parameters()
         return n - self.transformer.wpe.weight.numel() if non_embedding else n
 
-    def flops_per_token(self) -> float:
+    def flops_per_token(self, context: int = None) -> float:
         """Training FLOPs per token (forward + backward): 6 per parameter for the matrix products
-        plus the attention scores, 12 * n_layer * n_embd * block_size (nanoGPT's estimate)."""
+        plus the attention scores, 12 * n_layer * n_embd * context (nanoGPT's estimate). `context`: the
+        rows trained on, when shorter than block_size (fine-tuning GPT-2 on 256 of its 1024 positions)."""
         c = self.config
-        return 6 * self.num_params() + 12 * c.n_layer * c.n_embd * c.block_size
+        return 6 * self.num_params() + 12 * c.n_layer * c.n_embd * (context or c.block_size)
 
     def estimate_mfu(self, tokens_per_second: float, peak_flops: float) -> float:
         """Model FLOPs utilisation: achieved training FLOP/s as a fraction of the hardware's peak."""
         return self.flops_per_token() * tokens_per_second / peak_flops
 
-    def forward(self, idx: Tensor, targets: Tensor = None, caches: list = None):
+    def forward(self, idx: Tensor, targets: Tensor = None, caches: list = None, padding=None):
         """Logits for every position, and the mean cross-entropy against `targets` (ignore_index -1).
 
         caches: one KVCache per layer (``new_caches()``). `idx` then holds the tokens that follow the
         cached ones: their positions continue from the caches' length, and their keys and values are
         appended to the caches.
+        padding: rows of different lengths, left-padded: (B,) ints (a list or NumPy array), how many tokens
+        row b starts with that are padding, counted over the whole sequence (cached tokens included, so a
+        cached step passes the same numbers again). A row's real tokens get positions 0, 1, 2, ... from its
+        first real token and no query sees a padding key, so its logits are those of the row run alone
+        (what the padding's own positions compute is never meant to be read).
         """
         if idx.ndim != 2:
             raise ValueError(f"GPT: idx must be (batch, time) token ids, got shape {idx.shape}")
@@ -180,13 +191,16 @@ class GPT(Module):
         if start + T > self.config.block_size:
             raise ValueError(f"GPT: sequence of length {start + T} ({start} cached, {T} new) is longer than "
                              f"block_size {self.config.block_size}; crop it to the last block_size tokens")
-        positions = self._positions(start, T, idx.device)
+        if padding is None:        # the usual path: shared positions 0..T-1 and is_causal, no mask
+            positions, mask = self._positions(start, T, idx.device), None
+        else:
+            positions, mask = self._padded_positions(padding, start, T, idx.device)
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(positions))
         for block, cache in zip(self.transformer.h, caches or [None] * self.config.n_layer):
             if self.gradient_checkpointing and self.training and cache is None:
-                x = checkpoint(block, x, use_reentrant=False)
+                x = checkpoint(block, x, mask=mask, use_reentrant=False)
             else:
-                x = block(x, cache)
+                x = block(x, cache, mask)
         logits = self.lm_head(self.transformer.ln_f(x))
         if targets is None:
             return logits, None
@@ -202,6 +216,19 @@ class GPT(Module):
         if (T, device) not in made:
             made[T, device] = creation.arange(T, device=device)
         return made[T, device]
+
+    @staticmethod
+    def _padded_positions(padding, start: int, T: int, device: str):
+        """Left-padded rows' positions (B, T) and attention mask (B, 1, T, S) for the columns start..start+T-1 of
+        a sequence of S = start + T, row b's first padding[b] columns being padding. Small, so made with NumPy
+        and copied over; the 1 broadcasts the mask over the heads."""
+        pad = np.asarray(padding, dtype=np.int64).reshape(-1, 1)           # (B, 1)
+        columns, keys = np.arange(start, start + T), np.arange(start + T)
+        positions = np.maximum(columns - pad, 0)          # counted from each row's first real token
+        # query column i sees key column j when j <= i (causal) and j is no padding; a padding query then sees
+        # nothing, and attention gives it 0 (never nan)
+        visible = (keys <= columns[:, None]) & (keys >= pad[:, :, None])  # (T, S) & (B, 1, S) -> (B, T, S)
+        return Tensor(positions, device=device), Tensor(visible[:, None], device=device)
 
     gradient_checkpointing = False
 
@@ -223,17 +250,50 @@ class GPT(Module):
         return [KVCache() for _ in range(self.config.n_layer)]
 
     def generate(self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int = None,
-                 top_p: float = None, use_cache: bool = True) -> Tensor:
+                 top_p: float = None, use_cache: bool = True, prompt_lengths=None,
+                 eos_token_id: int = None) -> Tensor:
         """Extend each row of `idx` by `max_new_tokens` sampled tokens (see nn.sampling.generate);
         with `use_cache`, each new token runs through the model alone, against the layers' kept keys
         and values. The tokens are the same either way (up to the rounding of the last bits, which
-        could only tip a near-tie)."""
-        next_logits = self._cached_next_logits() if use_cache else None
-        return sampling.generate(self, idx, max_new_tokens, temperature, top_k, self.config.block_size,
-                                 top_p, next_logits)
+        could only tip a near-tie).
 
-    def _cached_next_logits(self):
-        """next_logits for sampling.generate that feeds the model only the tokens its caches lack."""
+        prompt_lengths: prompts of different lengths in one batch, left-padded to idx's length: (B,) ints,
+        row b's prompt being its last prompt_lengths[b] tokens (the padding's ids do not matter: forward's
+        `padding` hides them). Each row then gets the tokens it would get alone. The padded prompts and the
+        new tokens must fit in block_size: the window does not slide (it would move each row differently).
+        eos_token_id: a row that produces it is finished, and its later tokens are that id too; generation
+        stops once every row is, so the result can be shorter than max_new_tokens.
+        """
+        padding = self._left_padding(idx, max_new_tokens, prompt_lengths)
+        if use_cache:
+            next_logits = self._cached_next_logits(padding)
+        elif padding is not None:     # the whole (uncropped: it fits) context each time, padding hidden
+            def next_logits(idx):
+                return self(idx, padding=padding)[0][:, -1, :]
+        else:
+            next_logits = None        # sampling.generate's own: the whole context, cropped to block_size
+        return sampling.generate(self, idx, max_new_tokens, temperature, top_k, self.config.block_size,
+                                 top_p, next_logits, eos_token_id)
+
+    def _left_padding(self, idx: Tensor, max_new_tokens: int, prompt_lengths):
+        """forward's `padding` for generate's prompt_lengths: None when no row is padded (the plain path)."""
+        if prompt_lengths is None:
+            return None
+        (B, T), lengths = idx.shape, np.asarray(prompt_lengths)
+        if lengths.shape != (B,) or not ((1 <= lengths) & (lengths <= T)).all():
+            raise ValueError(f"generate: prompt_lengths must hold one length from 1 to {T} (idx's length) for each "
+                             f"of idx's {B} rows, got {prompt_lengths}")
+        if (lengths == T).all():
+            return None
+        if T + max_new_tokens > self.config.block_size:
+            raise ValueError(f"generate: padded prompts of {T} tokens + max_new_tokens {max_new_tokens} = "
+                             f"{T + max_new_tokens} tokens do not fit in block_size {self.config.block_size}; ask "
+                             "for fewer new tokens or shorten the longest prompt")
+        return T - lengths
+
+    def _cached_next_logits(self, padding=None):
+        """next_logits for sampling.generate that feeds the model only the tokens its caches lack (with
+        forward's `padding`, the same each step: it counts columns from the sequence's start)."""
         block_size, caches = self.config.block_size, self.new_caches()
 
         def next_logits(idx):
@@ -243,8 +303,9 @@ class GPT(Module):
                 # and both change every layer's keys and values. So once the context is longer than
                 # block_size, each step recomputes the cropped context (as the uncached path does)
                 # and the cache saves nothing; until then a step costs one position.
+                # (never with padding: generate checked that the padded rows fit)
                 caches, idx = self.new_caches(), idx[:, -block_size:]
-            logits, _ = self(idx[:, len(caches[0]):], caches=caches)
+            logits, _ = self(idx[:, len(caches[0]):], caches=caches, padding=padding)
             return logits[:, -1, :]
         return next_logits
 

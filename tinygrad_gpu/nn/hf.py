@@ -13,7 +13,6 @@ function: a zero bias adds nothing) and a warning, since it loads back as a bias
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -40,13 +39,21 @@ def gpt2_names(n_layer: int) -> list:
 # ----------------------------------------------------------------------------- reading
 def from_pretrained(cls, config_class, folder, **overrides):
     """A `cls` model (GPT) built from a GPT-2 folder; `overrides` change config fields (dropout, ...)."""
+    config, state = read_folder(folder)
+    model = cls(config_class(**dict(config, **overrides)))
+    model.load_state_dict(state, strict=True)
+    return model
+
+
+def read_folder(folder) -> tuple:
+    """(the GPTConfig fields, the state dict in our names and layout) of a GPT-2 folder, without building a model
+    (the training programs build theirs from the fields, once)."""
     folder = os.fspath(folder)
     with open(_existing(folder, "config.json")) as f:
         hf = json.load(f)
     _check_config(hf, folder)
-    config = config_class(block_size=hf.get("n_positions", hf.get("n_ctx", 1024)), vocab_size=hf["vocab_size"],
-                          n_layer=hf["n_layer"], n_head=hf["n_head"], n_embd=hf["n_embd"], bias=True)
-    model = cls(dataclasses.replace(config, **overrides))
+    config = dict(block_size=hf.get("n_positions", hf.get("n_ctx", 1024)), vocab_size=hf["vocab_size"],
+                  n_layer=hf["n_layer"], n_head=hf["n_head"], n_embd=hf["n_embd"], bias=True)
     state = {}
     for name, array in read_safetensors(_existing(folder, "model.safetensors")).items():
         if name.endswith((".attn.bias", ".attn.masked_bias")):
@@ -58,8 +65,12 @@ def from_pretrained(cls, config_class, folder, **overrides):
     if wte is not None and head is not wte and not np.array_equal(head, wte):
         raise ValueError(f"from_pretrained: {folder} has an lm_head.weight that differs from wte.weight; "
                          "GPT's output layer is tied to the token table, so an untied head cannot be loaded")
-    model.load_state_dict(state, strict=True)
-    return model
+    return config, state
+
+
+def is_model_folder(path) -> bool:
+    """Whether `path` is a Hugging Face model folder (it holds config.json)."""
+    return os.path.isfile(os.path.join(os.fspath(path), "config.json"))
 
 
 def _existing(folder: str, name: str) -> str:
@@ -101,6 +112,10 @@ def save_pretrained(model, folder, tokenizer=None) -> None:
     """
     config = model.config
     arrays = _gpt2_arrays(model)
+    # GPT-2's <|endoftext|> begins and ends its documents: the tokenizer's id for it, else GPT-2's own id in a
+    # vocabulary as large as GPT-2's
+    end_of_text = tokenizer.end_of_text if tokenizer is not None else \
+        _ENDOFTEXT if config.vocab_size > _ENDOFTEXT else None
     document = {
         "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": config.vocab_size,
         "n_positions": config.block_size, "n_ctx": config.block_size, "n_embd": config.n_embd,
@@ -109,9 +124,7 @@ def save_pretrained(model, folder, tokenizer=None) -> None:
         "attn_pdrop": config.dropout, "initializer_range": 0.02, "scale_attn_weights": True,
         "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False, "tie_word_embeddings": True,
         "use_cache": True, "torch_dtype": model.transformer.wte.weight.dtype.name,
-        # GPT-2's <|endoftext|> only exists in a vocabulary as large as GPT-2's
-        "bos_token_id": _ENDOFTEXT if config.vocab_size > _ENDOFTEXT else None,
-        "eos_token_id": _ENDOFTEXT if config.vocab_size > _ENDOFTEXT else None,
+        "bos_token_id": end_of_text, "eos_token_id": end_of_text,
     }
 
     def write(into):

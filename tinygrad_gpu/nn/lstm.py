@@ -102,12 +102,13 @@ class LSTMLanguageModel(Module):
             return logits, None
         return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-1)
 
-    def flops_per_token(self) -> float:
+    def flops_per_token(self, context: int = None) -> float:
         """Training FLOPs per token (forward + backward): 6 per parameter that each token's activations
         meet, 2 in the forward product (a multiply and an add) and 4 in the backward one (the gradients of
         the input and of the weight). Counted: the LSTM's weights and biases and the output layer. Left
         out: the embedding, a table lookup with no products, and the gates' sigmoids, tanhs and products
-        with the cell state, a few FLOPs per hidden unit against the matrices' thousands."""
+        with the cell state, a few FLOPs per hidden unit against the matrices' thousands. (A token costs the
+        same whatever the `context`: the recurrence carries it.)"""
         return 6 * (self.num_parameters() - self.embedding.weight.numel())
 
     def configure_optimizers(self, weight_decay: float, learning_rate: float, betas=(0.9, 0.95), eps=1e-8):

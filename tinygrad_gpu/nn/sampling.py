@@ -59,23 +59,34 @@ def choose_next(logits, temperature: float = 1.0, top_k: int = None, top_p: floa
 
 @no_grad()
 def generate(model, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int = None,
-             block_size: int = None, top_p: float = None, next_logits=None) -> Tensor:
+             block_size: int = None, top_p: float = None, next_logits=None, eos_token_id: int = None) -> Tensor:
     """Extend each row of `idx` by `max_new_tokens` tokens drawn by ``choose_next``.
 
     next_logits(idx) gives the last position's logits (batch, vocab) for the sequence so far. By
     default it runs the model on the whole context, cropped to the last `block_size` tokens; a
     model with a key-value cache passes one that feeds it only the tokens it has not seen.
+    eos_token_id: a row that has produced it is finished: its later tokens are eos_token_id again, and
+    the loop ends as soon as every row is finished (the result is then shorter).
     """
     check_sampling_arguments(temperature, top_k, top_p)
     next_logits = next_logits or _whole_context(model, block_size)
     was_training = model.training
     model.eval()
     xp = devices.array_module(idx.device)
+    finished = None                            # (batch,) bool on the device, with an eos_token_id
     try:
         with devices.use(idx.device):          # the sampling arithmetic runs on the model's GPU
             for _ in range(max_new_tokens):
                 next_ids = choose_next(next_logits(idx).data, temperature, top_k, top_p, idx.device)
+                if eos_token_id is not None:
+                    just = next_ids == eos_token_id
+                    finished = just if finished is None else finished | just
+                    next_ids = xp.where(finished, eos_token_id, next_ids)    # a finished row writes eos again
                 idx = Tensor._wrap(xp.concatenate([idx.data, next_ids[:, None].astype(idx.dtype)], axis=1), idx.device)
+                # Stopping early means the host reads whether every row is done: a wait for the GPU each step,
+                # so only when an eos_token_id asks for it (without one the GPU never waits between tokens).
+                if finished is not None and bool(finished.all()):
+                    break
     finally:
         model.train(was_training)
     return idx

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 
 from .. import checkpoint, random, tokenizers
+from ..nn import hf, lora
+from ..nn.hf import is_model_folder
 from .config import ConfigError, TrainConfig, check_against_checkpoint
 from .reporting import METRICS_NAME
 
@@ -91,8 +93,18 @@ def load_start(config: TrainConfig) -> dict:
         if not os.path.exists(path):
             raise CheckpointError(f"no checkpoint at {path} to resume from")
         saved = read(path, FOR_RESUMING)
+    elif config.init_from and is_model_folder(config.init_from):
+        path = config.init_from
+        saved = read_gpt2_folder(path)
     elif config.init_from:
         path = config.init_from
+        if not os.path.exists(path):
+            raise CheckpointError(f"--init-from {path}: no such file or folder; give a run's checkpoint "
+                                  f"({CHECKPOINT_NAME}) or a Hugging Face GPT-2 folder (config.json, model.safetensors "
+                                  "and the tokenizer's files)")
+        if os.path.isdir(path):
+            raise CheckpointError(f"--init-from {path} is a folder without config.json: give a run's checkpoint "
+                                  f"({os.path.join(path, CHECKPOINT_NAME)}) or a Hugging Face GPT-2 folder")
         saved = read(path, FOR_WEIGHTS)
     else:
         return None
@@ -100,18 +112,47 @@ def load_start(config: TrainConfig) -> dict:
     return saved
 
 
+def read_gpt2_folder(folder: str) -> dict:
+    """A Hugging Face GPT-2 folder as a start like a checkpoint's: its weights, its tokenizer and its architecture.
+    Its position table (`positions`) is its longest context; the rows a run trains on (block_size) are chosen by
+    the run (model_settings)."""
+    try:
+        fields, state = hf.read_folder(folder)
+        tokenizer = tokenizers.GPT2Tokenizer(folder)
+    # a file missing or unreadable, a model GPT cannot be, no tokenizers library
+    except (OSError, ValueError, ImportError) as e:
+        raise CheckpointError(str(e)) from None
+    settings = dict(model="gpt", n_layer=fields["n_layer"], n_head=fields["n_head"], n_embd=fields["n_embd"],
+                    block_size=None, positions=fields["block_size"], vocab_size=fields["vocab_size"], dropout=0.0,
+                    bias=True)
+    return {"model": state, "tokenizer": tokenizer.describe(), "model_settings": settings}
+
+
 def model_settings(saved: dict, config: TrainConfig) -> dict:
-    """The architecture: the checkpoint's when there is one, since its weights must fit."""
+    """The architecture: the checkpoint's when there is one, since its weights must fit. Fine-tuning (--init-from)
+    chooses the dropout and the adapters (TrainConfig.CHOSEN_WHEN_FINE_TUNING), and from a GPT-2 folder the rows it
+    trains on, at most the model's context."""
     if saved is None:
         return config.model_settings()
-    if config.init_from:      # fine-tuning may change dropout; the architecture stays the checkpoint's
-        return dict(saved["model_settings"], dropout=config.dropout)
-    return saved["model_settings"]
+    if not config.init_from:
+        return saved["model_settings"]
+    settings = dict(saved["model_settings"], **{name: getattr(config, name)
+                                                for name in TrainConfig.CHOSEN_WHEN_FINE_TUNING})
+    if "positions" in settings:
+        if config.block_size > settings["positions"]:
+            raise ConfigError(f"--block-size {config.block_size} is longer than the context of {config.init_from} "
+                              f"({settings['positions']} positions); give at most {settings['positions']}")
+        settings["block_size"] = config.block_size
+    return settings
 
 
 def load_weights(model, saved: dict) -> None:
-    """The checkpoint's weights into `model`, which must be the architecture they were saved from."""
+    """The checkpoint's weights into `model`, which must be the architecture they were saved from. A checkpoint
+    of a LoRA run holds its adapters: the model gets them first, of the run's rank."""
+    settings = saved.get("model_settings", {})
     try:
+        if settings.get("lora_rank") and not lora.lora_layers(model):
+            lora.apply_lora(model, settings["lora_rank"], settings["lora_alpha"])
         model.load_state_dict(saved["model"])
     except (KeyError, ValueError) as e:
         raise CheckpointError(f"the checkpoint's weights do not fit its model: {e}") from None

@@ -6,6 +6,7 @@ import dataclasses
 
 from .. import device as devices
 from ..nn import Embedding, GPT, GPTConfig, LSTMLanguageModel
+from ..records import is_records_file
 
 
 class ConfigError(ValueError):
@@ -20,8 +21,8 @@ GROUPS = ("data", "model", "optimisation", "schedule", "evaluation and output", 
 CHANGEABLE_ON_RESUME = ("max_iters", "eval_interval", "eval_iters", "num_samples", "sample_tokens", "price_per_hour",
                         "watts", "grid_gco2_per_kwh")
 CHOSEN_EACH_TIME = ("progress", "device", "dtype", "backend", "gradient_checkpointing", "zero_stage")
-KEPT_ON_RESUME = ("drop_unknown", "seed", "batch_size", "gradient_accumulation_steps", "lr", "weight_decay", "beta1",
-                  "beta2", "grad_clip", "warmup_iters", "lr_decay_iters", "min_lr", "freeze_embeddings",
+KEPT_ON_RESUME = ("drop_unknown", "template", "seed", "batch_size", "gradient_accumulation_steps", "lr", "weight_decay",
+                  "beta1", "beta2", "grad_clip", "warmup_iters", "lr_decay_iters", "min_lr", "freeze_embeddings",
                   "freeze_layers")
 
 
@@ -33,9 +34,15 @@ def _flag(default, group: str, help: str, choices=None, shown=None):
 
 @dataclasses.dataclass
 class TrainConfig:
-    data: str = _flag("builtin", "data", "the text to train on: 'builtin' (Python's own help texts, nothing to "
-                      "download), 'shakespeare' (tiny-shakespeare, downloaded once and checked), or the path of "
-                      "a UTF-8 text file")
+    data: str = _flag("builtin", "data", "what to train on: 'builtin' (Python's own help texts, nothing to "
+                      "download), 'shakespeare' (tiny-shakespeare, downloaded once and checked), the path of a "
+                      "UTF-8 text file, a folder of token files (python -m tinygrad_gpu.prepare), or a table of "
+                      "records (.jsonl or .csv) to fine-tune on: prompt and completion, the loss on the "
+                      "completions only")
+    template: str = _flag(None, "data", "with --data records: a template file that makes each record's prompt "
+                          "and completion from its fields (tinygrad_gpu/records.py)", shown="the records' own prompt "
+                          "and completion; records without them go through tinygrad_gpu/templates/"
+                          "product_description.txt")
     drop_unknown: bool = _flag(False, "data", "leave out the characters that the starting checkpoint's vocabulary "
                                "lacks (with --init-from) instead of stopping")
     seed: int = _flag(1337, "data", "seeds the batches, the initial weights and dropout")
@@ -51,6 +58,9 @@ class TrainConfig:
     freeze_embeddings: bool = _flag(False, "model", "do not train the embeddings (with GPT, also the output "
                                     "layer, which shares the token embedding)")
     freeze_layers: int = _flag(0, "model", "do not train the first N transformer blocks (GPT only)")
+    lora_rank: int = _flag(0, "model", "with --init-from: train low-rank adapters of this rank on attention's "
+                           "c_attn and c_proj instead of every weight (LoRA; 0: every weight trains)")
+    lora_alpha: float = _flag(16.0, "model", "LoRA's scale: each adapter's update is multiplied by alpha / rank")
     batch_size: int = _flag(12, "optimisation", "windows of --block-size characters per step")
     gradient_accumulation_steps: int = _flag(None, "optimisation", "micro-batches of --batch-size windows per "
                                              "step, across all processes; each process runs an equal share, so "
@@ -111,7 +121,10 @@ class TrainConfig:
     # through chosen(), which answers for both.
     given: tuple = dataclasses.field(default=None, metadata=dict(group=None))
 
-    MODEL_FIELDS = ("model", "n_layer", "n_head", "n_embd", "block_size", "dropout", "bias")
+    MODEL_FIELDS = ("model", "n_layer", "n_head", "n_embd", "block_size", "dropout", "bias", "lora_rank", "lora_alpha")
+    # What a run starting from a trained model (--init-from) may choose for itself: the dropout, the adapters,
+    # and, from a GPT-2 folder (whose position table is the model's longest context), the rows it trains on.
+    CHOSEN_WHEN_FINE_TUNING = ("dropout", "lora_rank", "lora_alpha")
 
     def model_settings(self) -> dict:
         return {name: getattr(self, name) for name in self.MODEL_FIELDS}
@@ -163,6 +176,15 @@ def validate(config: TrainConfig) -> str:
                               "--data and settings")
     if config.resume and config.overwrite:
         raise ConfigError("--resume continues the run in --out-dir; --overwrite replaces it: pick one")
+    if config.template is not None and not is_records_file(config.data):
+        raise ConfigError(f"--template makes prompts and completions from records, and --data {config.data} is not a "
+                          "table of records (.jsonl or .csv)")
+    if config.lora_rank < 0 or config.lora_alpha <= 0:
+        raise ConfigError(f"--lora-rank must not be negative and --lora-alpha must be positive, got "
+                          f"{config.lora_rank} and {config.lora_alpha}")
+    if config.lora_rank and not (config.init_from or config.resume):
+        raise ConfigError("--lora-rank adapts a trained model, and a new one has learnt nothing to adapt: give "
+                          "--init-from (a run's checkpoint or a GPT-2 folder)")
     if config.zero_stage not in (0, 1):
         raise ConfigError(f"--zero-stage must be 0 (each process keeps all of AdamW's state) or 1 (sharded), got "
                           f"{config.zero_stage}")
@@ -179,24 +201,30 @@ def device_named(name: str) -> str:
 
 def check_against_checkpoint(config: TrainConfig, settings: dict, path: str) -> None:
     """Architecture settings chosen on purpose (TrainConfig.chosen: the command line's flags) must agree with the
-    checkpoint being loaded, whose architecture wins (its weights must fit); fine-tuning may change the dropout."""
+    checkpoint being loaded, whose architecture wins (its weights must fit); fine-tuning may change the dropout and
+    the adapters, and from a GPT-2 folder the rows it trains on (TrainConfig.CHOSEN_WHEN_FINE_TUNING)."""
     chosen = config.chosen()
+    free = TrainConfig.CHOSEN_WHEN_FINE_TUNING + (("block_size",) if "positions" in settings else ()) \
+        if config.init_from else ()
     for name in TrainConfig.MODEL_FIELDS:
-        if name in chosen and not (name == "dropout" and config.init_from):
-            if getattr(config, name) != settings[name]:
-                raise ConfigError(f"--{name.replace('_', '-')} {getattr(config, name)} contradicts the checkpoint "
-                                  f"{path}, whose {name} is {settings[name]}; leave the flag out to keep the "
-                                  "checkpoint's, or train a new model")
+        saved = settings.get(name, getattr(TrainConfig, name))    # older checkpoints lack the newer fields
+        if name in chosen and name not in free and getattr(config, name) != saved:
+            raise ConfigError(f"--{name.replace('_', '-')} {getattr(config, name)} contradicts the checkpoint "
+                              f"{path}, whose {name} is {saved}; leave the flag out to keep the checkpoint's, or "
+                              "train a new model")
 
 
 def build_model(settings: dict, vocab_size: int):
-    """The model that `settings` (TrainConfig.model_settings(), or a checkpoint's) describe."""
+    """The model that `settings` (TrainConfig.model_settings(), or a checkpoint's) describe, without adapters
+    (checkpointing.load_weights adds those a checkpoint has). A model from a GPT-2 folder keeps its vocabulary
+    size and its position table (`positions`), which may be longer than the rows it trains on (block_size)."""
+    vocab_size = settings.get("vocab_size", vocab_size)
     if settings["model"] == "lstm":
         return LSTMLanguageModel(vocab_size, settings["n_embd"], settings["n_layer"], settings["dropout"],
                                  settings["block_size"])
-    return GPT(GPTConfig(block_size=settings["block_size"], vocab_size=vocab_size, n_layer=settings["n_layer"],
-                         n_head=settings["n_head"], n_embd=settings["n_embd"], dropout=settings["dropout"],
-                         bias=settings["bias"]))
+    return GPT(GPTConfig(block_size=settings.get("positions", settings["block_size"]), vocab_size=vocab_size,
+                         n_layer=settings["n_layer"], n_head=settings["n_head"], n_embd=settings["n_embd"],
+                         dropout=settings["dropout"], bias=settings["bias"]))
 
 
 def freeze(model, config: TrainConfig) -> None:

@@ -19,15 +19,16 @@ import sys
 import numpy as np
 
 from .. import distributed, random
-from ..data import DataError, TextDataset
+from ..data import TextDataset
 from ..distributed.optim import ZeroRedundancyOptimizer
+from ..nn import GPT, lora
 from ..nn.parallel import DistributedDataParallel
 from ..ops.movement import stack
 from ..optim import clip_grad_norm_
 from ..optim.lr_scheduler import warmup_cosine
 from ..tensor import Tensor, no_grad
 from ..tokenizers import Tokenizer
-from . import checkpointing, compute, resuming
+from . import checkpointing, compute, datasets, resuming
 from .config import ConfigError, TrainConfig, build_model, freeze, validate
 from .divergence import DivergenceWatch
 from .energy import EnergyMeter
@@ -43,6 +44,8 @@ def train(config: TrainConfig, log=print) -> dict:
     if config.resume and "init_from" not in config.chosen():
         # a program's default starting point (finetune_charlm.py's): a resumed run starts from its own checkpoint
         config = dataclasses.replace(config, init_from=None)
+    if config.template:             # kept by its absolute path, as --data is: a resumed run may start elsewhere
+        config = dataclasses.replace(config, template=os.path.abspath(config.template))
     with agreeing_on_errors(distributed.gather_before_group):     # the settings, alike on every rank
         device = validate(config)
         backend = backend_for(config, device)
@@ -69,6 +72,9 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
         if ranks.rank:                  # dropout's stream differs per rank; rank 0 keeps a single process's
             random.manual_seed(config.seed + ranks.rank)
         freeze(model, config)
+        if not any(p.requires_grad for p in model.parameters()):
+            raise ConfigError("nothing would train: every parameter is frozen (--freeze-layers, --freeze-embeddings, "
+                              "--lora-rank); freeze less")
         if config.gradient_checkpointing:
             if not hasattr(model, "gradient_checkpointing_enable"):
                 raise ConfigError(f"--gradient-checkpointing recomputes transformer blocks, and this run's model "
@@ -99,13 +105,15 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
         log(ranks.describe() + (", AdamW's state sharded among them (ZeRO-1)" if sharding else ""))
         sys.stdout.flush()          # the pids, where a job that hangs before its first evaluation shows them
     n_params = sum(p.numel() for p in model.parameters())
-    log(f"{settings['model']}: {n_params / 1e6:.2f}M parameters, vocabulary {dataset.tokenizer.vocab_size}, "
-        f"train {len(dataset.splits['train']):,} / val {len(dataset.splits['val']):,} tokens, device {device}")
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    log(f"{settings['model']}: {n_params / 1e6:.2f}M parameters" +
+        (f" ({trained:,} trained)" if trained < n_params else "") +
+        f", vocabulary {dataset.tokenizer.vocab_size}, {dataset.describe()}, device {device}")
     tokens_per_step = ranks.global_micro_batches * config.batch_size * settings["block_size"]
     if ranks.global_micro_batches > 1:
         log(f"each step: {ranks.global_micro_batches} micro-batches of {config.batch_size} windows "
             f"({ranks.micro_batches} per process), {tokens_per_step:,} tokens")
-    flops_per_token = model.flops_per_token()
+    flops_per_token = model.flops_per_token(settings["block_size"])
     peak = None
     if ranks.is_main:               # only rank 0 reports; the peak of all ranks' devices, each like rank 0's
         peak, peak_source = compute.peak_flops(device, precision.low_dtype or next(model.parameters()).dtype)
@@ -158,8 +166,8 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
                 report.close_progress()     # the bar first, so that it is not drawn again below the message
                 report.write(f"interrupted: checkpoint saved at iteration {iter_num}; continue with --resume")
                 break
-            batches = ranks.batches(dataset, "train", config.batch_size, data_rng)
-            loss, norm = training_step(trainer, optimizer, batches, config.grad_clip, precision)
+            batches, shares = ranks.step_batches(dataset, "train", config.batch_size, data_rng)
+            loss, norm = training_step(trainer, optimizer, batches, config.grad_clip, precision, shares)
             # A GradScaler's overflowing steps have an infinite norm by design (and are skipped): its loss is watched
             watch.note(iter_num, loss, None if precision.scaler else norm)
             iter_num += 1
@@ -169,19 +177,23 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
     totals = report.totals(iter_num)        # before sampling: the figures are the training's
     samples = []
     if iter_num >= config.max_iters and config.num_samples and ranks.is_main:
-        samples = sample(model, dataset.tokenizer, config.num_samples, config.sample_tokens, temperature=0.8,
-                         device=device)
+        # a fine-tuning run's samples answer a held-out prompt, and a GPT's stop where an answer ends
+        prompt, end = getattr(dataset, "sample_prompt", None), getattr(dataset, "sample_end", None)
+        samples = sample(model, dataset.tokenizer, config.num_samples, config.sample_tokens, prompt, temperature=0.8,
+                         device=device, **({"eos_token_id": end} if end is not None and isinstance(model, GPT) else {}))
     last = report.metrics[-1] if report.metrics else {}
     return {"iter": iter_num, "train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
             **totals, "metrics": report.metrics, "samples": samples,
             "interrupted": iter_num < config.max_iters, "rank": ranks.rank, "world_size": ranks.world_size}
 
 
-def training_step(model, optimizer, batches: list, grad_clip: float, precision: Precision = None):
+def training_step(model, optimizer, batches: list, grad_clip: float, precision: Precision = None,
+                  shares: list = None):
     """Forward, backward, clip, update: (the loss without its graph, the norm before clipping or None).
 
     `batches` are the step's micro-batches, (x, y) each. Their gradients add up in .grad, each loss
-    scaled by 1 / len(batches), so the step is the one their union would give in one batch (gradient
+    scaled by 1 / len(batches), or by its entry of `shares` (ranks.step_batches: micro-batches that count
+    different numbers of targets), so the step is the one their union would give in one batch (gradient
     accumulation). Under DistributedDataParallel only the last backward averages across ranks.
     `precision` (precision.py): each forward under its autocast region, and with float16 its
     GradScaler's scale, unscale, step and update, all decided on the device. Nothing here reads a
@@ -196,7 +208,7 @@ def training_step(model, optimizer, batches: list, grad_clip: float, precision: 
         with model.no_sync() if local else contextlib.nullcontext():
             with precision.autocast() if precision is not None else contextlib.nullcontext():
                 _, loss = model(x, y)
-            share = loss if len(batches) == 1 else loss / len(batches)
+            share = loss * shares[i] if shares else loss if len(batches) == 1 else loss / len(batches)
             (scaler.scale(share) if scaler else share).backward()
         losses.append(loss.detach())
     if scaler:
@@ -212,7 +224,11 @@ def training_step(model, optimizer, batches: list, grad_clip: float, precision: 
         scaler.update()
     else:
         optimizer.step()
-    return (losses[0] if len(losses) == 1 else stack(losses).mean()), norm
+    if len(losses) == 1:
+        return losses[0], norm
+    # the step's loss on this rank: its micro-batches' mean, each weighed by its counted targets when they differ
+    return (stack(losses).mean() if not shares else (stack(losses) * Tensor(shares, device=losses[0].device)).sum()
+            / sum(shares)), norm
 
 
 def sharded(optimizer):
@@ -237,20 +253,20 @@ def _prepare(config: TrainConfig, device: str, log):
                                                 f"{old} -> {new}"))
     tokenizer = checkpointing.tokenizer_of(saved) if saved is not None else None
     settings = checkpointing.model_settings(saved, config)
-    data = resuming.data_record(config.data, text)
-    missing = tokenizer.unknown(text) if tokenizer is not None else []     # a byte-level BPE lacks none
-    if missing:
-        if not config.drop_unknown:
-            raise DataError(f"the text has {len(missing)} character(s) the model's vocabulary lacks: "
-                            f"{''.join(missing)!r}; pass --drop-unknown to leave them out")
-        log(f"dropping {sum(text.count(c) for c in missing)} occurrences of {len(missing)} unknown character(s)")
-        unknown = set(missing)
-        text = "".join(c for c in text if c not in unknown)
-    dataset = TextDataset(text, settings["block_size"], tokenizer, device=device)
+    data = resuming.data_record(config.data, text, config.template)
+    dataset = datasets.open_dataset(config, text, tokenizer, settings["block_size"], device, log)
     random.manual_seed(config.seed)
     model = build_model(settings, dataset.tokenizer.vocab_size)
     if saved is not None:
         checkpointing.load_weights(model, saved)
+    if config.init_from:            # fine-tuning: from a LoRA run's merged weights, with adapters of its own
+        if lora.lora_layers(model):
+            lora.merge(model).requires_grad_(True)      # merged, every weight may train again
+        if settings.get("lora_rank"):
+            if not isinstance(model, GPT):
+                raise ConfigError(f"--lora-rank adapts attention layers, and this run's model ({settings['model']}) "
+                                  "has none: leave the flag out")
+            lora.apply_lora(model, settings["lora_rank"], settings["lora_alpha"])
     model.to(device)
     return config, model, dataset, settings, saved, data, changes
 
@@ -262,20 +278,25 @@ def estimate_loss(model, dataset: TextDataset, config: TrainConfig, ranks: Ranks
     evaluation (their own seeded generator), so the curve shows the model changing, not the
     batches, and evaluation leaves the training random stream untouched. Batches are as large as a
     training step's; under mpiexec each rank evaluates its share and the ranks add up their sums.
+    Micro-batches that count different numbers of targets weigh them as a step does (ranks.step_batches).
     With `precision`, the forward passes run in its autocast region, as training's do."""
     was_training = model.training
     model.eval()
     losses = {}
     for number, split in enumerate(("train", "val")):
         rng = np.random.default_rng([config.seed, number])
-        total = 0.0
+        total, weighed = 0.0, False
         for _ in range(config.eval_iters):
-            for x, y in ranks.batches(dataset, split, config.batch_size, rng) if ranks else \
-                    [dataset.batch(split, config.batch_size, rng)]:
+            batches, shares = ranks.step_batches(dataset, split, config.batch_size, rng) if ranks else \
+                ([dataset.batch(split, config.batch_size, rng)], None)
+            for i, (x, y) in enumerate(batches):
                 with precision.autocast() if precision is not None else contextlib.nullcontext():
-                    total += model(x, y)[1].item()
-        micro_batches = ranks.global_micro_batches if ranks else 1
-        losses[split] = (ranks.total(total) if ranks else total) / (config.eval_iters * micro_batches)
+                    loss = model(x, y)[1].item()
+                total += loss * shares[i] if shares else loss
+            weighed = shares is not None
+        # each iteration's weighed losses add up to the world's size times its mean; equal ones to their number
+        parts = ranks.world_size if weighed else ranks.global_micro_batches if ranks else 1
+        losses[split] = (ranks.total(total) if ranks else total) / (config.eval_iters * parts)
     model.train(was_training)
     return losses
 
@@ -289,12 +310,14 @@ def sample(model, tokenizer: Tokenizer, num_samples: int, max_new_tokens: int, p
            temperature: float = 1.0, top_k: int = None, device: str = "cpu", **options) -> list:
     """`num_samples` continuations of `prompt`; by default the tokenizer's `default_prompt` (a newline,
     or a character model's first character when its vocabulary has no newline). `options` go to the
-    model's generate (a GPT's top_p and use_cache)."""
+    model's generate (a GPT's top_p, use_cache and eos_token_id: each text then ends before it)."""
     if prompt is None:
         prompt = tokenizer.default_prompt
     start = Tensor(np.tile(tokenizer.encode(prompt), (num_samples, 1)), device=device)
-    out = model.generate(start, max_new_tokens, temperature=temperature, top_k=top_k, **options)
-    return [tokenizer.decode(row) for row in out.numpy()]
+    out = model.generate(start, max_new_tokens, temperature=temperature, top_k=top_k, **options).numpy()
+    end, new = options.get("eos_token_id"), start.shape[1]
+    return [tokenizer.decode(row if end is None or end not in row[new:] else row[:new + list(row[new:]).index(end)])
+            for row in out]
 
 
 def _silent(*args, **kwargs):

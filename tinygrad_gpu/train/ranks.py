@@ -106,10 +106,22 @@ class Ranks:
     def batches(self, dataset, split: str, batch_size: int, rng) -> list:
         """This rank's micro-batches, (x, y) each, of one global batch drawn from `rng` (the same
         draw on every rank)."""
+        return self.step_batches(dataset, split, batch_size, rng)[0]
+
+    def step_batches(self, dataset, split: str, batch_size: int, rng) -> tuple:
+        """(batches(), each micro-batch's share of the step's loss, or None for equal shares). Examples whose
+        loss counts some tokens only (records.CompletionDataset) hold different numbers of counted targets:
+        the step's loss is the mean over all the global batch's counted targets, so a micro-batch weighs its
+        count over their total, times the number of ranks, whose average DistributedDataParallel takes.
+        Every rank knows every count: the draw is alike on all."""
         starts = dataset.draw_starts(split, self.global_micro_batches * batch_size, rng)
-        first = self.rank * self.micro_batches
-        return [dataset.windows(split, starts[(first + i) * batch_size:(first + i + 1) * batch_size])
-                for i in range(self.micro_batches)]
+        parts = [starts[i * batch_size:(i + 1) * batch_size] for i in range(self.global_micro_batches)]
+        mine = parts[self.rank * self.micro_batches:(self.rank + 1) * self.micro_batches]
+        shares = None
+        if hasattr(dataset, "targets_in"):
+            counts = [dataset.targets_in(split, part) for part in parts]
+            shares = [self.world_size * dataset.targets_in(split, part) / sum(counts) for part in mine]
+        return [dataset.windows(split, part) for part in mine], shares
 
     def gather(self, value) -> list:
         """Every rank's `value`, in rank order, on every rank."""

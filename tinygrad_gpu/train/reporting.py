@@ -160,18 +160,23 @@ def cost_line(totals: dict, price_per_hour: float = None) -> str:
     if totals["mfu"] is not None:
         percent = 100 * totals["mfu"]
         parts.append(f"{percent:.0f}% MFU" if percent >= 10 else f"{percent:.2g}% MFU")
-    seconds = totals["elapsed_s"]
-    parts.append(f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min" if seconds < 3600 else
-                 f"{seconds / 3600:.1f} h")
-    if price_per_hour is not None:
-        cost = totals["cost"]
-        parts.append(f"${cost:.2f} at ${price_per_hour:.2f}/h" if cost >= 0.01 else         # cents, or what
-                     f"${cost:.2g} at ${price_per_hour:.2f}/h")                             # a tiny run cost
+    parts.append(time_and_cost(totals["elapsed_s"], price_per_hour))
     if totals.get("energy_kwh") is not None:
         parts.append(f"{totals['energy_kwh']:.3g} kWh" + (" (estimated)" if totals["energy_estimated"] else ""))
         if "co2_g" in totals:
             parts.append(f"{totals['co2_g']:.3g} g CO2 at {totals['grid_gco2_per_kwh']:g} g/kWh")
     return ", ".join(parts)
+
+
+def time_and_cost(seconds: float, price_per_hour: float = None) -> str:
+    """`2.1 min, $0.07 at $2.00/h`: how long a job took and, with the machine's price, what it cost (in cents,
+    or for a tiny job two significant digits)."""
+    took = f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min" if seconds < 3600 else \
+        f"{seconds / 3600:.1f} h"
+    if price_per_hour is None:
+        return took
+    cost = seconds / 3600 * price_per_hour
+    return took + (f", ${cost:.2f}" if cost >= 0.01 else f", ${cost:.2g}") + f" at ${price_per_hour:.2f}/h"
 
 
 def _significant(number: float) -> float:

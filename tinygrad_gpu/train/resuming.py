@@ -18,18 +18,21 @@ import dataclasses
 import hashlib
 import os
 
-from ..data import DataError, load_corpus
+from ..data import DataError, read_text
+from .datasets import read_source
 from .config import CHANGEABLE_ON_RESUME, KEPT_ON_RESUME, ConfigError, TrainConfig
 
 NAMED_CORPORA = ("builtin", "shakespeare")
 
 
-def data_record(name_or_path: str, text: str) -> dict:
+def data_record(name_or_path: str, text: str, template: str = None) -> dict:
     """What a run trains on, as its checkpoint keeps it: a named corpus's name or a file's absolute path (a
-    resumed run may start in another folder), and the text's SHA-256."""
+    resumed run may start in another folder), and the text's SHA-256; with a --template, of the text and the
+    template together (an edited template makes other examples of the same records)."""
     source = name_or_path or "builtin"
+    hashed = text if template is None else text + "\0" + read_text(template)
     return {"source": source if source in NAMED_CORPORA else os.path.abspath(source),
-            "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+            "sha256": hashlib.sha256(hashed.encode("utf-8")).hexdigest()}
 
 
 def kept_settings(config: TrainConfig, saved: dict) -> tuple:
@@ -72,18 +75,18 @@ def kept_text(config: TrainConfig, saved: dict) -> tuple:
     if record is None:
         if config.resume and "data" not in config.chosen() and "data" in saved.get("config", {}):
             config = dataclasses.replace(config, data=saved["config"]["data"])       # an older checkpoint
-        return config, load_corpus(config.data), {}
+        return config, read_source(config.data), {}
     data_given = "data" in config.chosen()
     if not data_given:
         config = dataclasses.replace(config, data=record["source"])
     try:
-        text = load_corpus(config.data)
+        text = read_source(config.data)
     except DataError as e:
         if data_given:
             raise
         raise DataError(f"--resume continues on the run's text, and it cannot be read: {e}; give the text with "
                         "--data") from None
-    now = data_record(config.data, text)
+    now = data_record(config.data, text, config.template)
     if now["sha256"] == record["sha256"]:
         return config, text, {}
     if not config.allow_data_change:
@@ -92,7 +95,8 @@ def kept_text(config: TrainConfig, saved: dict) -> tuple:
             raise DataError(f"--data {config.data} is not the text the run in {config.out_dir} trained on ({was}); "
                             "leave --data out to continue on that text, or pass --allow-data-change to continue on "
                             "this one")
-        raise DataError(f"the run's text has changed since its checkpoint was saved ({was} then, SHA-256 "
+        what = "text or its --template" if config.template else "text"
+        raise DataError(f"the run's {what} has changed since its checkpoint was saved ({was} then, SHA-256 "
                         f"{now['sha256'][:12]}... now); put it back, or pass --allow-data-change to continue on it "
                         "as it is")
     return config, text, {"data": [record, now]}
