@@ -29,7 +29,6 @@ from tinygrad_gpu.nn import GPT  # noqa: E402
 from tinygrad_gpu.train import ConfigError, one_line_errors  # noqa: E402
 from tinygrad_gpu.train.cli import Parser  # noqa: E402
 from tinygrad_gpu.train.config import device_named  # noqa: E402
-from tinygrad_gpu.train.datasets import DEFAULT_TEMPLATE  # noqa: E402
 from tinygrad_gpu.train.reporting import _prefixed, time_and_cost  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -84,10 +83,16 @@ def check(args) -> None:
 
 
 def prompts_of(table: list, template_path: str = None) -> list:
-    """Each record's prompt: --template's when given, else its own `prompt` field, else the default template's."""
-    template = records.Template.from_file(template_path or DEFAULT_TEMPLATE)
-    return [record["prompt"] if template_path is None and isinstance(record.get("prompt"), str)
-            else template.prompt(record, where) for where, record in table]
+    """Each record's prompt, made as records.template_for says (only the template's prompt part: the records need
+    no description)."""
+    template = records.template_for(table, template_path, own=("prompt",))
+    if template is not None:
+        return [template.prompt(record, where) for where, record in table]
+    for where, record in table:
+        if not isinstance(record.get("prompt"), str):
+            raise DataError(f"{where}: the record has no 'prompt' text, as the first one has; give every record one, "
+                            "or a --template that makes it from the fields they have")
+    return [record["prompt"] for _, record in table]
 
 
 def encode_all(tokenizer, table: list, prompts: list, room: int) -> list:

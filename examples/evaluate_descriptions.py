@@ -30,7 +30,6 @@ from tinygrad_gpu import records  # noqa: E402
 from tinygrad_gpu.train import one_line_errors  # noqa: E402
 from tinygrad_gpu.train.cli import Parser  # noqa: E402
 from tinygrad_gpu.train.config import ConfigError, device_named  # noqa: E402
-from tinygrad_gpu.train.datasets import DEFAULT_TEMPLATE  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -89,8 +88,8 @@ def main(argv=None) -> list:
                         help="the held-out products, with their descriptions (default: %(default)s)")
     parser.add_argument("--train", default=os.path.join(HERE, "data", "shop_products.jsonl"), help="the training "
                         "records, whose descriptions a copied sentence is looked up in (default: %(default)s)")
-    parser.add_argument("--template", default=DEFAULT_TEMPLATE, help="makes prompts and descriptions from the records "
-                        "(default: %(default)s)")
+    parser.add_argument("--template", default=records.DEFAULT_TEMPLATE, help="makes prompts and descriptions from "
+                        "the records (default: %(default)s)")
     parser.add_argument("--out-dir", default="evaluation", help="each model's descriptions, as <n>-<name>.jsonl "
                         "(default: %(default)s)")
     parser.add_argument("--max-new-tokens", type=int, default=160, help="(default: %(default)s)")

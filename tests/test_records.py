@@ -12,7 +12,6 @@ from tinygrad_gpu.data import DataError
 from tinygrad_gpu.nn import GPT, GPTConfig
 from tinygrad_gpu.nn import functional as F
 from tinygrad_gpu.tokenizers import CharTokenizer
-from tinygrad_gpu.train.datasets import DEFAULT_TEMPLATE
 
 TEMPLATE = "Name: {name}\nFor: {skin}\n<completion>\n{text}\n"
 PRODUCTS = [{"name": "Oat Cream", "skin": ["dry", "sensitive"], "text": "Soft and calm."},
@@ -69,7 +68,7 @@ def test_a_template_needs_one_completion_line_and_valid_fields(text, message):
 
 
 def test_the_default_template_fits_the_shops_records():
-    template = records.Template.from_file(DEFAULT_TEMPLATE)
+    template = records.Template.from_file(records.DEFAULT_TEMPLATE)
     assert template.completion_fields == ["description"]
     assert set(template.prompt_fields) == {"name", "size", "category", "skin_types", "key_ingredients", "how_to_use",
                                            "warnings"}

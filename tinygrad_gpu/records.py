@@ -39,6 +39,7 @@ from .data import DataError, read_text
 from .tensor import Tensor
 
 COMPLETION_MARK = "<completion>"
+DEFAULT_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates", "product_description.txt")
 IGNORE_INDEX = -1          # GPT's cross-entropy skips these targets
 
 
@@ -122,6 +123,15 @@ class Template:
 
 def _fields(text: str) -> list:
     return [field for _, field, _, _ in string.Formatter().parse(text) if field is not None]
+
+
+def template_for(records: list, path: str = None, own=("prompt", "completion")):
+    """The Template that makes the records' prompts (and completions): the one at `path` (--template) when given;
+    else None for records that have their `own` fields (a prompt and a completion; a prompt alone, for writing
+    completions), used as they are; else DEFAULT_TEMPLATE, which fits a shop's product records."""
+    if path is None and set(own) <= set(records[0][1]):
+        return None
+    return Template.from_file(path or DEFAULT_TEMPLATE)
 
 
 def examples_from(records: list, template: Template = None) -> list:

@@ -10,9 +10,6 @@ from ..data import DataError, TextDataset, load_corpus
 from ..token_files import TokenFileDataset, is_token_folder
 from ..tokenizers import CharTokenizer
 
-DEFAULT_TEMPLATE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "templates",
-                                "product_description.txt")
-
 
 def read_source(name_or_path: str) -> str:
     """The text --data names, whose SHA-256 a checkpoint keeps (resuming.py): a folder of token files is
@@ -63,10 +60,8 @@ def without(text: str, characters: set) -> str:
 
 
 def examples_of(config, table: list, log) -> list:
-    """(prompt, completion) of each record: through --template when given; else the records' own prompt and
-    completion fields, and for records without them the default template (a shop's product records)."""
-    path = config.template
-    if path is None and not {"prompt", "completion"} <= set(table[0][1]):
-        path = DEFAULT_TEMPLATE
-        log(f"the records have no prompt and completion fields: making them with the template {path}")
-    return records.examples_from(table, None if path is None else records.Template.from_file(path))
+    """(prompt, completion) of each record, made as records.template_for says."""
+    template = records.template_for(table, config.template)
+    if template is not None and config.template is None:
+        log(f"the records have no prompt and completion fields: making them with the template {template.source}")
+    return records.examples_from(table, template)
