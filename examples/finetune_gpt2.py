@@ -17,7 +17,8 @@ held out: its val loss is shown before the first step and after the last.
 It runs the training programs' loop (tinygrad_gpu/train): checkpoints in --out-dir every
 --eval-interval steps, --resume exactly where a run stopped, metrics.jsonl, the cost, --dtype,
 data parallel under mpiexec, one-line errors. With --lora-rank, only low-rank adapters on
-attention's c_attn and c_proj train (tinygrad_gpu/nn/lora.py). At the end, OUT_DIR/huggingface
+attention's c_attn and c_proj train (tinygrad_gpu/nn/lora.py), and without --lr at 1e-3 rather
+than the 1e-4 of full fine-tuning (adapters start at zero). At the end, OUT_DIR/huggingface
 receives a GPT-2 folder that this project and `transformers` both load (adapters merged into the
 weights), and, for LoRA, OUT_DIR/adapter.safetensors the adapters alone.
 """
