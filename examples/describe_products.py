@@ -12,7 +12,6 @@ continues each prompt until its end-of-text token (GPT-2's <|endoftext|>, a char
 and the end-of-text. Prompts of different lengths share a batch (left-padded: GPT.generate's prompt_lengths) and
 each new token runs against the kept keys and values (the KV cache).
 """
-import importlib.util
 import json
 import os
 import sys
@@ -27,19 +26,10 @@ from tinygrad_gpu import records  # noqa: E402
 from tinygrad_gpu.data import DataError  # noqa: E402
 from tinygrad_gpu.nn import GPT  # noqa: E402
 from tinygrad_gpu.train import ConfigError, one_line_errors  # noqa: E402
+from tinygrad_gpu.train.checkpointing import load_model  # noqa: E402
 from tinygrad_gpu.train.cli import Parser  # noqa: E402
 from tinygrad_gpu.train.config import device_named  # noqa: E402
 from tinygrad_gpu.train.reporting import _prefixed, time_and_cost  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _load_model_function():
-    """examples/sample.py's load(folder), imported from its file (the examples are no package)."""
-    spec = importlib.util.spec_from_file_location("sample", os.path.join(HERE, "sample.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.load
 
 
 def parse(argv=None):
@@ -166,7 +156,7 @@ def main(argv=None) -> list:
         check(args)
         device = device_named(args.device)
         table = records.read_records(args.products)
-        model, tokenizer = _load_model_function()(args.model)
+        model, tokenizer = load_model(args.model)
         if not isinstance(model, GPT):
             raise ConfigError(f"{args.model} holds a {type(model).__name__}; describing products needs a GPT")
         model.to(device)

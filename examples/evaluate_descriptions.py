@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import tinygrad_gpu as tg  # noqa: E402
 from tinygrad_gpu import records  # noqa: E402
 from tinygrad_gpu.train import one_line_errors  # noqa: E402
+from tinygrad_gpu.train.checkpointing import load_model  # noqa: E402
 from tinygrad_gpu.train.cli import Parser  # noqa: E402
 from tinygrad_gpu.train.config import ConfigError, device_named  # noqa: E402
 
@@ -99,7 +100,6 @@ def main(argv=None) -> list:
     parser.add_argument("--device", default=None)
     args = parser.parse_args(argv)
     describe = _example("describe_products")
-    load = _example("sample").load
     with one_line_errors():
         device = device_named(args.device)
         if args.min_words < 1 or args.max_new_tokens < 1:
@@ -109,7 +109,7 @@ def main(argv=None) -> list:
         examples = records.examples_from(table, template)
         training = {s for _, c in records.examples_from(records.read_records(args.train), template)
                     for s in sentences(c, args.min_words)}
-        models = [(folder, *load(folder)) for folder in args.models]
+        models = [(folder, *load_model(folder)) for folder in args.models]
         os.makedirs(args.out_dir, exist_ok=True)
         results = []
         for number, (folder, model, tokenizer) in enumerate(models, 1):

@@ -30,8 +30,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import tinygrad_gpu as tg  # noqa: E402
 from tinygrad_gpu.nn import lora  # noqa: E402
-from tinygrad_gpu.train import CHECKPOINT_NAME, TrainConfig, build_model, one_line_errors, parse_args, run  # noqa: E402
-from tinygrad_gpu.train.checkpointing import load_weights, read, tokenizer_of  # noqa: E402
+from tinygrad_gpu.train import TrainConfig, one_line_errors, parse_args, run  # noqa: E402
+from tinygrad_gpu.train.checkpointing import load_model  # noqa: E402
 from tinygrad_gpu.train.config import ConfigError  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -68,10 +68,7 @@ def main(argv=None) -> dict:
 def export(out_dir: str):
     """The run's last checkpoint as a GPT-2 folder (OUT_DIR/huggingface), and a LoRA run's adapters alone
     (OUT_DIR/adapter.safetensors); the model written."""
-    saved = read(os.path.join(out_dir, CHECKPOINT_NAME))
-    tokenizer = tokenizer_of(saved)
-    model = build_model(saved["model_settings"], tokenizer.vocab_size)
-    load_weights(model, saved)
+    model, tokenizer = load_model(out_dir)
     adapter = lora.lora_state_dict(model)
     if adapter:
         tg.save(adapter, os.path.join(out_dir, "adapter.safetensors"))

@@ -13,27 +13,10 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))   # run from a checkout
 
 import tinygrad_gpu as tg  # noqa: E402
-from tinygrad_gpu.nn import GPT  # noqa: E402
-from tinygrad_gpu.tokenizers import GPT2Tokenizer  # noqa: E402
-from tinygrad_gpu.train import CHECKPOINT_NAME, ConfigError, build_model, one_line_errors, sample  # noqa: E402
-from tinygrad_gpu.train.checkpointing import load_weights, read, tokenizer_of  # noqa: E402
+from tinygrad_gpu.train import ConfigError, one_line_errors, sample  # noqa: E402
+from tinygrad_gpu.train.checkpointing import load_model  # noqa: E402
 from tinygrad_gpu.train.cli import Parser  # noqa: E402
 from tinygrad_gpu.train.config import device_named  # noqa: E402
-
-
-def load(folder: str):
-    """(model, tokenizer) from a GPT-2 folder (config.json) or from a run's checkpoint."""
-    if os.path.exists(os.path.join(folder, "config.json")):
-        return GPT.from_pretrained(folder), GPT2Tokenizer(folder)
-    path = os.path.join(folder, CHECKPOINT_NAME)
-    if not os.path.exists(path):
-        raise ConfigError(f"no checkpoint at {path} and no GPT-2 folder (config.json) at {folder}; train one with "
-                          f"examples/train_charlm.py --out-dir {folder}")
-    saved = read(path)
-    tokenizer = tokenizer_of(saved)
-    model = build_model(saved["model_settings"], tokenizer.vocab_size)
-    load_weights(model, saved)
-    return model, tokenizer
 
 
 def main(argv=None):
@@ -64,7 +47,7 @@ def main(argv=None):
         if not args.temperature > 0:
             raise ConfigError(f"--temperature must be positive, got {args.temperature}")
         device = device_named(args.device)
-        model, tokenizer = load(args.out_dir)
+        model, tokenizer = load_model(args.out_dir)
         model.to(device)
         tg.manual_seed(args.seed)
         # (only GPT's generate takes these; the LSTM's has neither)

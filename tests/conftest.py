@@ -55,6 +55,17 @@ def allocation(array):
     return runtime.address(array if array.base is None else array.base)
 
 
+def example(name: str):
+    """The program examples/<name>.py as a module, to call its main() in this process (the examples are no
+    package)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(params=DEVICES)
 def device(request):
     return request.param

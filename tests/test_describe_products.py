@@ -2,13 +2,13 @@
 the shop's text) and on a character checkpoint trained for two steps: batched prompts of different lengths give
 each product the description it gets alone, each stops at the end-of-text, and mistakes are one line."""
 import csv
-import importlib.util
 import json
 import os
 import re
 
 import pytest
 
+from conftest import example
 from tinygrad_gpu.nn import GPT
 from tinygrad_gpu.tokenizers import GPT2Tokenizer
 from tinygrad_gpu.train import TrainConfig, train
@@ -27,14 +27,6 @@ PRODUCTS = [dict(zip(FIELDS, values)) for values in [        # prompts of 87, 17
     ("Daily Fluid SPF 30", "40 ml", "sunscreen", ["normal"], ["zinc oxide"], "Apply generously before going out.",
      "Reapply every two hours."),
 ]]
-
-
-def _example():
-    spec = importlib.util.spec_from_file_location("describe_products",
-                                                  os.path.join(ROOT, "examples", "describe_products.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +49,8 @@ def products(tmp_path):
 
 
 def describe(model, products, out, *extra):
-    return _example().main(["--model", str(model), "--products", str(products), "--out", str(out), "--device", "cpu",
-                            *extra])
+    return example("describe_products").main(["--model", str(model), "--products", str(products), "--out", str(out),
+                                              "--device", "cpu", *extra])
 
 
 def tokens_reported(text: str) -> int:

@@ -1,34 +1,22 @@
 """examples/evaluate_descriptions.py: its plain measures of generated descriptions, and the loss of the held-out
 descriptions, which must be the mean over every counted token of all the products, whatever the batches."""
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 
 import tinygrad_gpu as tg
+from conftest import example
 from tinygrad_gpu import records
 from tinygrad_gpu.nn import GPT, GPTConfig
 from tinygrad_gpu.nn import functional as F
 from tinygrad_gpu.tokenizers import CharTokenizer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _example():
-    spec = importlib.util.spec_from_file_location("evaluate_descriptions",
-                                                  os.path.join(ROOT, "examples", "evaluate_descriptions.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_ingredients_named_and_copied_sentences_are_counted_as_stated():
-    evaluate = _example()
+    evaluate = example("evaluate_descriptions")
     training = set(evaluate.sentences("Colloidal oat calms dry skin in a week or two. Fragrance free.", 6))
     assert training == {"colloidal oat calms dry skin in a week or two."}      # 'Fragrance free.' is too short
-    rows = [{"key_ingredients": ["colloidal oat", "Glycerin"], "generated": "With GLYCERIN. Colloidal  oat calms dry "
-                                                                             "skin in a week or two. Fragrance free."},
+    rows = [{"key_ingredients": ["colloidal oat", "Glycerin"],
+             "generated": "With GLYCERIN. Colloidal  oat calms dry skin in a week or two. Fragrance free."},
             {"key_ingredients": ["squalane"], "generated": "A light oil. Fragrance free."}]
     measured = evaluate.fit(rows, training, 6)
     # glycerin named (any case); 'colloidal  oat' with two spaces is not the ingredient's words; squalane missing
@@ -36,7 +24,7 @@ def test_ingredients_named_and_copied_sentences_are_counted_as_stated():
 
 
 def test_the_description_loss_is_the_mean_over_all_counted_tokens():
-    evaluate = _example()
+    evaluate = example("evaluate_descriptions")
     tokenizer = CharTokenizer("\nabcdefgh:")
     examples = [("ab:", "cdef"), ("a:", "b"), ("h:", "gggggggg"), ("c:", "d")]
     tg.manual_seed(0)

@@ -3,7 +3,6 @@ layout and a byte-pair tokenizer trained on the shop's text with the `tokenizers
 product records (the loss on the descriptions only), full and LoRA fine-tuning lower the val loss, the
 folder written at the end loads back with the same logits, a run resumes exactly, and every mistake is
 one line."""
-import importlib.util
 import json
 import os
 import re
@@ -15,25 +14,17 @@ import numpy as np
 import pytest
 
 import tinygrad_gpu as tg
-from conftest import CUDA_PASS
+from conftest import CUDA_PASS, example
 from tinygrad_gpu.nn import GPT
 from tinygrad_gpu.tokenizers import GPT2Tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHOP = os.path.join(ROOT, "examples", "data", "shop_products.txt")
-RECORDS = os.path.join(ROOT, "examples", "data", "shop_products.jsonl")
 QUIET = ["--no-progress", "--eval-iters", "1", "--warmup-iters", "2", "--num-samples", "0"]
 
 
-def _example():
-    spec = importlib.util.spec_from_file_location("finetune_gpt2", os.path.join(ROOT, "examples", "finetune_gpt2.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _run(tiny_gpt2, out, *flags):
-    return _example().main(["--init-from", str(tiny_gpt2), "--out-dir", str(out), *QUIET, *flags])
+    return example("finetune_gpt2").main(["--init-from", str(tiny_gpt2), "--out-dir", str(out), *QUIET, *flags])
 
 
 def _val(result):
@@ -144,14 +135,12 @@ def test_an_existing_run_is_not_overwritten_and_a_start_is_needed(tiny_gpt2, tmp
     assert stopped.value.code == 2 and "holds another run" in capsys.readouterr().err
     assert (tmp_path / "out" / "ckpt.safetensors").read_bytes() == before
     with pytest.raises(SystemExit) as stopped:
-        _example().main(["--out-dir", str(tmp_path / "new")])
+        example("finetune_gpt2").main(["--out-dir", str(tmp_path / "new")])
     assert stopped.value.code == 2 and "give --init-from (a GPT-2 folder)" in capsys.readouterr().err
 
 
 def test_sample_py_reads_the_written_folder_with_and_without_the_cache(tiny_gpt2, capsys):
-    spec = importlib.util.spec_from_file_location("sample", os.path.join(ROOT, "examples", "sample.py"))
-    sample = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sample)
+    sample = example("sample")
     texts = []
     for extra in ([], ["--no-cache"]):
         sample.main(["--out-dir", str(tiny_gpt2), "--prompt", "Serum", "--num-samples", "2", "--max-new-tokens", "12",
@@ -187,8 +176,9 @@ def test_a_lora_runs_checkpoint_fine_tunes_on_with_every_weight(tiny_gpt2, tmp_p
     _run(tiny_gpt2, tmp_path / "lora", "--batch-size", "2", "--max-iters", "2", "--lora-rank", "4",
          "--block-size", "128")
     capsys.readouterr()
-    _example().main(["--init-from", str(tmp_path / "lora" / "ckpt.safetensors"), "--out-dir", str(tmp_path / "next"),
-                     *QUIET, "--batch-size", "2", "--max-iters", "2", "--block-size", "128"])
+    example("finetune_gpt2").main(["--init-from", str(tmp_path / "lora" / "ckpt.safetensors"), "--out-dir",
+                                   str(tmp_path / "next"), *QUIET, "--batch-size", "2", "--max-iters", "2",
+                                   "--block-size", "128"])
     assert "trained)" not in capsys.readouterr().out            # the parameter count names no frozen share
     saved = tg.load(str(tmp_path / "next" / "ckpt.safetensors"))
     assert saved["model_settings"]["lora_rank"] == 0 and not any("lora" in name for name in saved["model"])
@@ -202,5 +192,5 @@ def test_an_edited_template_is_refused_on_resume(tiny_gpt2, tmp_path, capsys):
     template.write_text("Name: {name}\n<completion>\n{description}\n")
     capsys.readouterr()
     with pytest.raises(SystemExit) as stopped:
-        _example().main(["--out-dir", str(tmp_path / "out"), "--resume", "--max-iters", "4", *QUIET])
+        example("finetune_gpt2").main(["--out-dir", str(tmp_path / "out"), "--resume", "--max-iters", "4", *QUIET])
     assert stopped.value.code == 2 and "the run's text or its --template has changed" in capsys.readouterr().err

@@ -14,7 +14,7 @@ import os
 from .. import checkpoint, random, tokenizers
 from ..nn import hf, lora
 from ..nn.hf import is_model_folder
-from .config import ConfigError, TrainConfig, check_against_checkpoint
+from .config import ConfigError, TrainConfig, build_model, check_against_checkpoint
 from .reporting import METRICS_NAME
 
 CHECKPOINT_NAME = "ckpt.safetensors"
@@ -144,6 +144,24 @@ def model_settings(saved: dict, config: TrainConfig) -> dict:
                               f"({settings['positions']} positions); give at most {settings['positions']}")
         settings["block_size"] = config.block_size
     return settings
+
+
+def load_model(folder: str) -> tuple:
+    """(model, tokenizer) to generate with, from a GPT-2 folder (config.json) or from a run's folder (its
+    checkpoint: a character model, or a GPT-2 run with its adapters)."""
+    if is_model_folder(folder):
+        saved = read_gpt2_folder(folder)
+        saved["model_settings"]["block_size"] = saved["model_settings"]["positions"]
+    else:
+        path = os.path.join(folder, CHECKPOINT_NAME)
+        if not os.path.exists(path):
+            raise CheckpointError(f"no checkpoint at {path} and no GPT-2 folder (config.json) at {folder}; train one "
+                                  f"with examples/train_charlm.py --out-dir {folder}")
+        saved = read(path)
+    tokenizer = tokenizer_of(saved)
+    model = build_model(saved["model_settings"], tokenizer.vocab_size)
+    load_weights(model, saved)
+    return model, tokenizer
 
 
 def load_weights(model, saved: dict) -> None:

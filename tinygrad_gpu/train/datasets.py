@@ -7,7 +7,7 @@ import os
 
 from .. import records
 from ..data import DataError, TextDataset, load_corpus
-from ..token_files import TokenFileDataset, is_token_folder
+from ..token_files import META_FILE, TokenFileDataset, is_token_folder
 from ..tokenizers import CharTokenizer
 
 
@@ -15,7 +15,7 @@ def read_source(name_or_path: str) -> str:
     """The text --data names, whose SHA-256 a checkpoint keeps (resuming.py): a folder of token files is
     represented by its meta.json, which records the source file's SHA-256 and the tokenizer."""
     if name_or_path and is_token_folder(name_or_path):
-        with open(os.path.join(name_or_path, "meta.json"), encoding="utf-8") as f:
+        with open(os.path.join(name_or_path, META_FILE), encoding="utf-8") as f:
             return f.read()
     if isinstance(name_or_path, str) and os.path.isdir(name_or_path):
         raise DataError(f"--data {name_or_path} is a folder without meta.json; give a UTF-8 text file, a table of "
