@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tinygrad_gpu.kernels import adamw, causal_softmax, cpu_paths, embedding_backward, fast_cpu, gelu, layernorm
+from tinygrad_gpu.kernels import (adamw, causal_softmax, cpu_paths, cross_entropy, embedding_backward, fast_cpu,
+                                  gelu, layernorm)
 
 DTYPES = st.sampled_from([np.float16, np.float32, np.float64])
 needs_numba = pytest.mark.skipif(not cpu_paths.numba_installed(), reason="numba is not installed (the compiled path)")
@@ -191,6 +192,63 @@ def test_causal_softmax_with_and_without_the_row_max_is_the_float64_softmax(path
     np.testing.assert_allclose(probs, want, rtol=0, atol=8 * np.finfo(dtype).eps)
 
 
+def test_causal_softmax_rows_of_nan_and_inf_are_nan_where_seen_and_0_in_the_future(cpu):
+    """A nan or +inf score makes its row's visible probabilities nan (as causal_softmax.cu's); -inf is a key
+    never chosen. Only what a query sees is compared: the reference's masked places turn nan with the row."""
+    scores = np.random.default_rng(0).standard_normal((2, 4, 6)).astype(np.float32)
+    scores[0, 1, 0], scores[0, 2, 1], scores[1, 3, 0] = np.nan, np.inf, -np.inf
+    probs = cpu.causal_softmax_forward(scores, 0.5)
+    want = causal_softmax.reference_forward(scores, 0.5)
+    seen = ~causal_softmax.future_mask(np, 4, 6)
+    assert_close(probs[:, seen], want[:, seen], 8 * eps(np.float32))
+    assert np.isnan(probs[0, 1, :2]).all() and np.isnan(probs[0, 2, :3]).all() and probs[1, 3, 0] == 0
+
+
+# ----------------------------------------------------------------------------- cross-entropy
+@given(st.integers(1, 40), st.sampled_from([1, 2, 65, 300]), DTYPES, st.sampled_from([0.0, 0.1]),
+       st.sampled_from([1.0, 30.0, 1e4]), st.integers(0, 2**32 - 1))
+def test_cross_entropy_agrees_with_the_reference(cpu, rows, classes, dtype, smoothing, size, seed):
+    """Logits of every size (the exp of the compiled path is its own), ignored rows, and -inf logits."""
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal((rows, classes)) * size).astype(dtype)
+    if classes > 2:
+        logits[0, 1] = -np.inf                            # a class never chosen (not the target below)
+    targets = rng.integers(0, classes, rows)
+    targets[0], targets[rows // 2] = 0, -100              # an ignored row
+    dlosses = rng.standard_normal(rows).astype(cross_entropy.runtime.working_dtype(dtype))
+    want_losses, want_lse = cross_entropy.reference_forward(logits, targets, -100, smoothing)
+    losses, lse = cpu.cross_entropy_forward(logits, targets, -100, smoothing)
+    work_eps = eps(cross_entropy.runtime.working_dtype(dtype))
+    scale = 1 + np.abs(logits.astype(np.float64)).max(1, initial=0, where=np.isfinite(logits))
+    if smoothing and classes > 2:                         # the mean of a row with -inf is -inf: inf there
+        scale[0] = np.inf
+    assert_close(lse, want_lse, 4 * work_eps * scale)
+    assert_close(losses, want_losses, 8 * work_eps * scale)
+    want_d = cross_entropy.reference_backward(logits, targets, want_lse, dlosses, -100, smoothing)
+    got_d = cpu.cross_entropy_backward(logits, targets, want_lse, dlosses, -100, smoothing)
+    # exp(x - lse) errs by an ulp of x - lse, which is as large as the logits (a loss of 1e4 is exp of it)
+    assert_close(got_d, want_d, (8 * eps(dtype) + 4 * work_eps * scale[:, None]) * np.abs(dlosses)[:, None])
+    assert (got_d[rows // 2] == 0).all()
+
+
+@needs_numba
+def test_the_compiled_exp_is_within_2_ulps_and_0_below_e_to_the_minus_88():
+    from tinygrad_gpu.kernels import compiled_cpu
+    c = compiled_cpu._with_exp_constants(np.float32)
+    t = np.concatenate([-np.geomspace(1e-30, 87.3, 200001), [0.0, -88.5, -1e4, -np.inf, np.nan]]).astype(np.float32)
+    got = t.copy()
+    total = compiled_cpu._exp_in_place(got, t.size - 1, np.empty(t.size, np.int32), True, c)   # not the nan
+    want = np.exp(t.astype(np.float64))
+    normal = slice(0, 200002)
+    ulps = np.abs(got[normal] - want[normal]) / np.spacing(want[normal].astype(np.float32))
+    assert ulps.max() <= 2, f"{ulps.max():.2f} ulps at t = {t[np.argmax(ulps)]}"
+    np.testing.assert_array_equal(got[-4:-1], [0, 0, 0])
+    np.testing.assert_allclose(total, want[:-1].sum(), rtol=1e-5)
+    nan = t[-1:].copy()
+    compiled_cpu._exp_in_place(nan, 1, np.empty(1, np.int32), True, c)
+    assert np.isnan(nan[0])
+
+
 # ----------------------------------------------------------------------------- embedding backward
 @given(st.integers(0, 300), st.integers(1, 70), st.integers(1, 40), DTYPES, st.integers(0, 2**32 - 1))
 def test_embedding_backward_agrees_with_the_reference(cpu, tokens, n_embeddings, dim, dtype, seed):
@@ -203,6 +261,13 @@ def test_embedding_backward_agrees_with_the_reference(cpu, tokens, n_embeddings,
     magnitudes = embedding_backward.reference(ids, np.abs(dout.astype(np.float64)), n_embeddings)
     counts = np.bincount(ids, minlength=n_embeddings)[:, None]
     assert_close(cpu.embedding_backward(ids, dout, n_embeddings), want, 2 * eps(dtype) * counts * magnitudes)
+
+
+def test_embedding_backward_refuses_an_id_past_the_table(cpu):
+    """F.embedding checks the ids first; past that, an id beyond the table is NumPy's IndexError on both paths
+    (the compiled loop would write outside the table)."""
+    with pytest.raises(IndexError):
+        cpu.embedding_backward(np.array([0, 4]), np.ones((2, 2), np.float32), 4)
 
 
 # ----------------------------------------------------------------------------- AdamW
@@ -231,6 +296,9 @@ CALLS = {"gelu_forward": lambda x: gelu.forward(x, "cpu"),
          "causal_softmax_forward": lambda x: causal_softmax.forward(x, 1.0, "cpu"),
          "causal_softmax_backward": lambda x: causal_softmax.backward(x, x, 1.0, "cpu"),
          "embedding_backward": lambda x: embedding_backward.embedding_backward(np.array([0, 1]), x[0, :2], 4, "cpu"),
+         "cross_entropy_forward": lambda x: cross_entropy.forward(x[0], np.array([0, 2, 1]), -100, 0.0, "cpu"),
+         "cross_entropy_backward": lambda x: cross_entropy.backward(x[0], np.array([0, 2, 1]), x[0, 0], x[0, 0], -100,
+                                                                    0.0, "cpu"),
          "adamw_update": lambda x: adamw.adamw_update(x[0, 0].copy(), x[0, 0], x[0, 0] * 0, x[0, 0] * 0, 1e-3, 0.9,
                                                       0.99, 1e-8, 0.1, 1, "cpu")}
 
@@ -244,7 +312,7 @@ def test_the_cpu_runs_the_path_the_switch_names(monkeypatch, path, name):
     calls = []
     modules = {"numpy": fast_cpu, "compiled": path_module("compiled") if cpu_paths.numba_installed() else None}
     for module in filter(None, modules.values()):
-        original = getattr(module, name)       # compiled_cpu's own, or fast_cpu's that it passes on (not compiled yet)
+        original = getattr(module, name)
         monkeypatch.setattr(module, name,
                             lambda *a, _m=module, _o=original, **k: calls.append(_m.__name__) or _o(*a, **k))
     CALLS[name](np.ones((2, 3, 3), np.float32))

@@ -19,10 +19,14 @@ Two choices, measured by ``benchmarks/cpu_kernels.py``:
   was 10 times slower than NumPy's; a fraction of polynomials is multiplications and one
   division, which LLVM vectorizes. float64 data keeps math.tanh.
 
+* exp, for float32 data, as a polynomial times a power of two built from its bits (``_exp_parts``),
+  within 2 ulps: math.exp is one element at a time too, and so slower than NumPy's exp,
+  while this is vector arithmetic (0.10 ms for 196,608 values on one core, NumPy's exp 0.28).
+  The softmaxes (attention's and cross-entropy's) use it; float64 data keeps math.exp.
+
 Compiled kernels are kept on disk (``cache.py``'s folder, "numba"), so only the first
 run on a machine compiles them (about a second each). numba's threads and BLAS's share the
-cores: the end of the file says how they take turns. The causal softmax's forward (its section
-says why) and the embedding's backward are fast_cpu.py's, passed on.
+cores: the end of the file says how they take turns.
 """
 from __future__ import annotations
 
@@ -35,7 +39,6 @@ from numba import prange
 
 from .. import cache
 from . import fast_cpu
-from .fast_cpu import embedding_backward  # noqa: F401  (not compiled yet)
 from .runtime import working_dtype
 
 
@@ -263,11 +266,102 @@ def layernorm_backward(x, weight, mean, rstd, dout, need_params: bool = True, do
     return tuple(None if a is None else a.astype(dtype, copy=False) for a in (dx, dweight, dbias))
 
 
+# ----------------------------------------------------------------------------- exp as p 2^k
+# exp(t) = 2^k e^r with k = t log2(e) rounded and r = t - k ln2 (|r| <= ln2 / 2, ln2 in two parts so that k ln2 is
+# exact): e^r is its Taylor series to r^7 (within an ulp there), and 2^k is the float32 whose exponent bits are
+# k + 127. numba cannot reinterpret a scalar's bits, so a kernel stores each k's bits in an int32 array and reads
+# them back through a float32 view of it, in a second loop (_exp_in_place). t below EXP_LOW gives 0 (k + 127 = 0
+# is the bits of 0.0): exp(-inf) = 0 exactly, and below e^-88 NumPy's exp gives numbers under 1.2e-38 at most.
+EXP_LOW = -88.0
+LN2_HIGH, LN2_LOW = 0.693359375, -2.12194440e-4      # their sum is ln2; LN2_HIGH's 9 bits make k LN2_HIGH exact
+
+
+def _with_exp_constants(dtype, *values):
+    """A kernel's constants (at most EXP_AT of them) followed by _exp_parts' own."""
+    own = (*values, *(0,) * (EXP_AT - len(values)))
+    return _constants(dtype, *own, EXP_LOW, 1 / math.log(2), LN2_HIGH, LN2_LOW, 0.5, 1.0,
+                      *(1 / math.factorial(i) for i in range(2, 8)))
+
+
+EXP_AT = 4                  # c[:EXP_AT] are a kernel's own constants, c[EXP_AT:] _exp_parts'
+
+
+@helper
+def _exp_parts(t, c):
+    """(e^r, the int32 bits of 2^k) for exp(t) = e^r 2^k, t a float32 (t <= 0: a softmax's, less the row's
+    largest). Clamped with `<`, which keeps a nan a nan."""
+    low, log2e, high, low_part, half, one = c[EXP_AT], c[EXP_AT + 1], c[EXP_AT + 2], c[EXP_AT + 3], \
+        c[EXP_AT + 4], c[EXP_AT + 5]
+    t = low if t < low else t
+    k = np.int32(t * log2e - half)            # rounded: truncation towards 0 of t log2(e) - 1/2, for t <= 0
+    n = np.float32(k)
+    r = (t - n * high) - n * low_part
+    p = c[EXP_AT + 11]                        # 1/7!, then Horner's rule down to 1/2!
+    for i in range(EXP_AT + 10, EXP_AT + 5, -1):
+        p = c[i] + r * p
+    return one + r * (one + r * p), (k + np.int32(127)) << np.int32(23)
+
+
+@helper
+def _exp_in_place(values, n, powers, own_exp, c):
+    """values[:n] = exp(values[:n]); returns their sum, added up in float64 (in float32 lanes a vocabulary of 50,257
+    values would lose about 20 ulps of it). own_exp (float32 data): by _exp_parts, with powers an int32 scratch of at
+    least n; else by math.exp (float64 data)."""
+    total = 0.0
+    if own_exp:
+        two_to_the_k = powers.view(np.float32)
+        for j in range(n):
+            values[j], powers[j] = _exp_parts(values[j], c)
+        for j in range(n):
+            values[j] *= two_to_the_k[j]
+            total += values[j]
+    else:
+        for j in range(n):
+            values[j] = math.exp(values[j])
+            total += values[j]
+    return total
+
+
+def _parts(elements: int, rows: int) -> int:
+    """Stretches of rows, one per core that _run will use: a kernel with scratch memory makes it once per part."""
+    return max(1, min(_cores_for(elements), rows))
+
+
 # ----------------------------------------------------------------------------- causal softmax (causal_softmax.py)
-# The forward is fast_cpu.py's: its exp is NumPy's, on vector lanes, where numba's math.exp takes one element at
-# a time (no vector math library in numba's pip wheel). Measured after a product, at the recipe's (12, 4, 64, 64):
-# NumPy's 0.32 ms, numba's 0.60 ms, and 0.40 ms with an exp of our own from a polynomial and a table of 2^-n.
-causal_softmax_forward = fast_cpu.causal_softmax_forward
+@kernel
+def _causal_softmax_forward_rows(scores, out, L, parts, own_exp, c):
+    """causal_softmax.cu's forward, a row per iteration: query i (the row's place in its (L, S) matrix) sees keys
+    0..i; their scaled scores less the largest, exp'd, divided by their sum; the future's probabilities 0. Unlike
+    the kernel, only the keys seen are exp'd: half the work for a square matrix."""
+    scale, zero, one = c[0], c[1], c[2]
+    rows, S = scores.shape
+    for part in prange(parts):
+        powers = np.empty(S, np.int32)
+        for row in range(part * rows // parts, (part + 1) * rows // parts):
+            seen = min(row % L + 1, S)
+            top = scale * scores[row, 0]
+            for j in range(1, seen):
+                top = max(top, scale * scores[row, j])
+            for j in range(seen):
+                out[row, j] = scale * scores[row, j] - top
+            r = one / _exp_in_place(out[row], seen, powers, own_exp, c)
+            for j in range(seen):
+                out[row, j] *= r
+            for j in range(seen, S):
+                out[row, j] = zero
+
+
+def causal_softmax_forward(scores, scale: float, scores_are_spare: bool = False):
+    """Into scores itself when it is spare (each row's scores are read before its probabilities are written)."""
+    dtype, (L, S) = scores.dtype, scores.shape[-2:]
+    work = working_dtype(dtype)
+    z = np.ascontiguousarray(scores, work)
+    out = z if scores_are_spare or z is not scores else np.empty_like(z)
+    if z.size:
+        rows = z.size // S
+        _run(_causal_softmax_forward_rows, z.size, z.reshape(rows, S), out.reshape(rows, S), L,
+             _parts(z.size, rows), work == np.float32, _with_exp_constants(work, scale, 0, 1))
+    return out.astype(dtype, copy=False)
 
 
 @kernel
@@ -292,6 +386,107 @@ def causal_softmax_backward(probs, dprobs, scale: float, dprobs_are_spare: bool 
         _run(_causal_softmax_backward_rows, p.size, p.reshape(-1, S), dp.reshape(-1, S), out.reshape(-1, S),
                                       _constants(work, 0, 1, scale))
     return out.astype(dtype, copy=False)
+
+
+# ----------------------------------------------------------------------------- cross-entropy (cross_entropy.py)
+@kernel
+def _cross_entropy_forward_rows(x, targets, ignore_index, losses, lse, parts, own_exp, c):
+    """cross_entropy.cu's forward, a row per iteration: lse = top + log(sum exp(x - top)) with top the row's
+    largest logit (two passes where the kernel folds them into one, online); loss = lse - x_t, smoothed towards
+    lse - mean(x) when the smoothing e is not 0; 0 for an ignored row, nan for a target out of range (the
+    caller checks targets first, as on a GPU)."""
+    smoothing, zero, one = c[0], c[1], c[2]
+    rows, C = x.shape
+    for part in prange(parts):
+        values, powers = np.empty(C, x.dtype), np.empty(C, np.int32)
+        for row in range(part * rows // parts, (part + 1) * rows // parts):
+            top, total = x[row, 0], 0.0             # total: for the mean, in float64 as _exp_in_place's sum
+            for j in range(C):
+                top = max(top, x[row, j])
+                total += x[row, j]
+            for j in range(C):
+                values[j] = x[row, j] - top
+            row_lse = top + math.log(_exp_in_place(values, C, powers, own_exp, c))
+            lse[row] = row_lse
+            t = targets[row]
+            if t == ignore_index:
+                losses[row] = zero
+            elif t < 0 or t >= C:
+                losses[row] = math.nan
+            elif smoothing != zero:
+                losses[row] = (one - smoothing) * (row_lse - x[row, t]) + smoothing * (row_lse - total / C)
+            else:
+                losses[row] = row_lse - x[row, t]
+
+
+def cross_entropy_forward(logits, targets, ignore_index: int, smoothing: float):
+    """(losses, lse) of (N, C) logits, in the logits' dtype. 16-bit logits (which the launcher keeps from the cpu's
+    paths) and rows of no logits (no largest to take) get fast_cpu.py's, the reference."""
+    (n, classes), work = logits.shape, logits.dtype
+    if not classes or work != working_dtype(work):
+        return fast_cpu.cross_entropy_forward(logits, targets, ignore_index, smoothing)
+    x, targets = np.ascontiguousarray(logits), np.ascontiguousarray(targets, np.int64)
+    losses, lse = np.empty(n, work), np.empty(n, work)
+    _run(_cross_entropy_forward_rows, x.size, x, targets, ignore_index, losses, lse, _parts(x.size, n),
+         work == np.float32, _with_exp_constants(work, smoothing, 0, 1))
+    return losses, lse
+
+
+@kernel
+def _cross_entropy_backward_rows(x, targets, ignore_index, lse, dlosses, dx, parts, own_exp, c):
+    """cross_entropy.cu's backward: dx = (exp(x - lse) - e / C - (1 - e) [j == target]) dloss, 0 dloss for an
+    ignored row."""
+    smoothing, zero, one = c[0], c[1], c[2]
+    rows, C = x.shape
+    for part in prange(parts):
+        powers = np.empty(C, np.int32)
+        for row in range(part * rows // parts, (part + 1) * rows // parts):
+            t = targets[row]
+            g = zero if t == ignore_index else dlosses[row]
+            uniform, hit = smoothing / C, one - smoothing
+            for j in range(C):
+                dx[row, j] = x[row, j] - lse[row]
+            _exp_in_place(dx[row], C, powers, own_exp, c)
+            for j in range(C):
+                dx[row, j] = g * (dx[row, j] - uniform - (hit if j == t else zero))
+
+
+def cross_entropy_backward(logits, targets, lse, dlosses, ignore_index: int, smoothing: float):
+    (n, classes), work = logits.shape, logits.dtype
+    if work != working_dtype(work):
+        return fast_cpu.cross_entropy_backward(logits, targets, lse, dlosses, ignore_index, smoothing)
+    x, targets = np.ascontiguousarray(logits), np.ascontiguousarray(targets, np.int64)
+    lse, dlosses = np.ascontiguousarray(lse, work), np.ascontiguousarray(dlosses, work)
+    dx = np.empty((n, classes), work)
+    if dx.size:
+        _run(_cross_entropy_backward_rows, x.size, x, targets, ignore_index, lse, dlosses, dx, _parts(x.size, n),
+             work == np.float32, _with_exp_constants(work, smoothing, 0, 1))
+    return dx
+
+
+# ----------------------------------------------------------------------------- embedding (embedding_backward.py)
+@kernel
+def _embedding_backward_columns(ids, dout, dweight, parts):
+    """embedding_backward.cu's sums, without its sort: each core takes a stretch of the columns and adds every
+    token's row into its id's row, in token order (the reference's order, so the same sums to the bit)."""
+    tokens, dim = dout.shape
+    for part in prange(parts):
+        for t in range(tokens):
+            for j in range(part * dim // parts, (part + 1) * dim // parts):
+                dweight[ids[t], j] += dout[t, j]
+
+
+def embedding_backward(ids, dout, n_embeddings: int):
+    """16-bit data takes fast_cpu.py's (numba has no 16-bit arithmetic), and so do ids outside 0..n_embeddings-1,
+    which F.embedding refuses before: NumPy's IndexError there, where this loop would write outside the table."""
+    ids = np.ascontiguousarray(ids, np.int64)
+    outside = ids.size and (ids.min() < 0 or ids.max() >= n_embeddings)
+    if outside or dout.dtype != working_dtype(dout.dtype):
+        return fast_cpu.embedding_backward(ids, dout, n_embeddings)
+    dout = np.ascontiguousarray(dout)
+    dweight = np.zeros((n_embeddings, dout.shape[1]), dout.dtype)
+    _run(_embedding_backward_columns, dout.size, ids, dout, dweight, _parts(dout.size, dout.shape[1]))
+    return dweight
 
 
 # ----------------------------------------------------------------------------- AdamW (adamw.py)

@@ -4,14 +4,14 @@
 backward); ``backward(...)`` returns dlogits.  logits: (N, C) float; targets: (N,) integer.
 The losses and lse are float32 for float32, float16 and bfloat16 logits (float64 for float64),
 dlosses comes in float32 too, and dlogits has the logits' dtype.
-The CPU runs the reference: a (N, C) pass or two, cheap next to the products around it.
+The cpu runs compiled_cpu.py's kernels when numba is installed, else the reference (kernels/cpu_paths.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import device as devices
-from . import runtime
+from . import cpu_paths, runtime
 
 FILE = "cross_entropy.cu"
 
@@ -50,6 +50,9 @@ def reference_backward(logits, targets, lse, dlosses, ignore_index: int, smoothi
 # ----------------------------------------------------------------------------- launcher
 def forward(logits, targets, ignore_index: int, smoothing: float, device: str):
     """(losses, lse) of (N, C) logits: float32 for float32, float16 and bfloat16 logits."""
+    cpu = cpu_paths.cpu_kernels(device, logits)
+    if cpu:
+        return cpu.cross_entropy_forward(logits, targets, ignore_index, smoothing)
     if not runtime.use_kernel(device, logits, half=True):
         return reference_forward(logits, targets, ignore_index, smoothing)
     xp = devices.array_module(device)
@@ -65,6 +68,9 @@ def forward(logits, targets, ignore_index: int, smoothing: float, device: str):
 
 def backward(logits, targets, lse, dlosses, ignore_index: int, smoothing: float, device: str):
     """dlogits, in the logits' dtype; lse is what forward() returned, dlosses the losses' gradient."""
+    cpu = cpu_paths.cpu_kernels(device, logits)
+    if cpu:
+        return cpu.cross_entropy_backward(logits, targets, lse, dlosses, ignore_index, smoothing)
     if not runtime.use_kernel(device, logits, half=True):
         return reference_backward(logits, targets, lse, dlosses, ignore_index, smoothing)
     xp = devices.array_module(device)
