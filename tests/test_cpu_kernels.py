@@ -30,13 +30,14 @@ def path_module(path):
     return fast_cpu
 
 
-@pytest.fixture(params=PATHS, scope="module")      # module: hypothesis refuses function-scoped fixtures
+@pytest.fixture(params=["numpy", pytest.param("compiled", marks=needs_numba),
+                        pytest.param("compiled on every core", marks=needs_numba)], scope="module")
 def cpu(request):
-    """The module of one CPU path: fast_cpu, or compiled_cpu (the same functions). The compiled kernels run
-    on every core at any size here (PARALLEL_MIN 0): the tests' arrays are small, and the stretches of rows
-    that each core takes must be tested too."""
-    module = path_module(request.param)
-    if module is fast_cpu:
+    """The module of one CPU path: fast_cpu, or compiled_cpu (the same functions) with the builds that the tests'
+    small arrays get (the serial ones) or, at any size (PARALLEL_MIN 0), the parallel ones, whose stretches of
+    rows, one per core, must be tested too. (module scope: hypothesis refuses function-scoped fixtures)"""
+    module = path_module(request.param.split()[0])
+    if request.param != "compiled on every core":
         yield module
         return
     threshold, module.PARALLEL_MIN = module.PARALLEL_MIN, 0
