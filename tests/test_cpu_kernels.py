@@ -209,7 +209,10 @@ def test_causal_softmax_rows_of_nan_and_inf_are_nan_where_seen_and_0_in_the_futu
 @given(st.integers(1, 40), st.sampled_from([1, 2, 65, 300]), DTYPES, st.sampled_from([0.0, 0.1]),
        st.sampled_from([1.0, 30.0, 1e4]), st.integers(0, 2**32 - 1))
 def test_cross_entropy_agrees_with_the_reference(cpu, rows, classes, dtype, smoothing, size, seed):
-    """Logits of every size (the exp of the compiled path is its own), ignored rows, and -inf logits."""
+    """Logits of every size (the exp of the compiled path is its own), ignored rows, and -inf logits. (The numpy
+    path runs the reference itself.)"""
+    if cpu is fast_cpu:
+        pytest.skip("cross-entropy's numpy path is its reference")
     rng = np.random.default_rng(seed)
     logits = (rng.standard_normal((rows, classes)) * size).astype(dtype)
     if classes > 2:
@@ -313,11 +316,13 @@ def test_the_cpu_runs_the_path_the_switch_names(monkeypatch, path, name):
     calls = []
     modules = {"numpy": fast_cpu, "compiled": path_module("compiled") if cpu_paths.numba_installed() else None}
     for module in filter(None, modules.values()):
-        original = getattr(module, name)
+        original = getattr(module, name, None)
+        if original is None:                     # cross-entropy's numpy path is the reference
+            continue
         monkeypatch.setattr(module, name,
                             lambda *a, _m=module, _o=original, **k: calls.append(_m.__name__) or _o(*a, **k))
     CALLS[name](np.ones((2, 3, 3), np.float32))
-    chosen = [modules[path].__name__] if path in modules else []
+    chosen = [modules[path].__name__] if path in modules and hasattr(modules[path], name) else []
     assert calls == chosen
 
 

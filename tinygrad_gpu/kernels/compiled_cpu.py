@@ -25,7 +25,7 @@ Two choices, measured by ``benchmarks/cpu_kernels.py``:
   The softmaxes (attention's and cross-entropy's) use it; float64 data keeps math.exp.
 
 Compiled kernels are kept on disk (``cache.py``'s folder, "numba"), so only the first
-run on a machine compiles them (about a second each). numba's threads and BLAS's share the
+run on a machine compiles them (0.2 to 1.5 s each). numba's threads and BLAS's share the
 cores: the end of the file says how they take turns.
 """
 from __future__ import annotations
@@ -69,11 +69,12 @@ class Kernel:
 
 def _compiled(function, fastmath, parallel: bool):
     """numba's compiler for one build of a kernel, kept in our cache folder (numba chooses a function's folder
-    when it decorates it: the user's own setting, if any, is put back after)."""
+    when it decorates it: the user's own setting, if any, is put back after). NumPy's error model: a division by
+    zero gives inf or nan, as on a GPU, not Python's ZeroDivisionError (a parallel build has it anyway)."""
     users_folder = numba.config.CACHE_DIR
     numba.config.CACHE_DIR = users_folder or cache.cache_dir("numba")
     try:
-        return numba.njit(parallel=parallel, cache=True, fastmath=fastmath)(function)
+        return numba.njit(parallel=parallel, cache=True, fastmath=fastmath, error_model="numpy")(function)
     finally:
         numba.config.CACHE_DIR = users_folder
 
@@ -84,7 +85,8 @@ def kernel(function):
 
 
 def kernel_without_serial_build(function):
-    """A kernel as above whose plain loop LLVM does not vectorize (Kernel says why)."""
+    """A kernel as above that runs its parallel build on one core too: GELU's, whose plain loop LLVM does not
+    vectorize (Kernel says why), and _multiply_into, whose parallel build starts numba's threads at import."""
     return Kernel(function, REORDERED, serial=False)
 
 
@@ -311,6 +313,7 @@ def layernorm_backward(x, weight, mean, rstd, dout, need_params: bool = True, do
 # is the bits of 0.0): exp(-inf) = 0 exactly, and below e^-88 NumPy's exp gives numbers under 1.2e-38 at most.
 EXP_LOW = -88.0
 LN2_HIGH, LN2_LOW = 0.693359375, -2.12194440e-4      # their sum is ln2; LN2_HIGH's 9 bits make k LN2_HIGH exact
+EXP_AT = 4                  # c[:EXP_AT] are a kernel's own constants, c[EXP_AT:] _exp_parts'
 
 
 def _with_exp_constants(dtype, *values):
@@ -318,9 +321,6 @@ def _with_exp_constants(dtype, *values):
     own = (*values, *(0,) * (EXP_AT - len(values)))
     return _constants(dtype, *own, EXP_LOW, 1 / math.log(2), LN2_HIGH, LN2_LOW, 0.5, 1.0,
                       *(1 / math.factorial(i) for i in range(2, 8)))
-
-
-EXP_AT = 4                  # c[:EXP_AT] are a kernel's own constants, c[EXP_AT:] _exp_parts'
 
 
 @helper
@@ -457,12 +457,10 @@ def _cross_entropy_forward_rows(x, targets, ignore_index, losses, lse, parts, ow
 
 
 def cross_entropy_forward(logits, targets, ignore_index: int, smoothing: float):
-    """(losses, lse) of (N, C) logits, in the logits' dtype. 16-bit logits (which the launcher keeps from the cpu's
-    paths) and rows of no logits (no largest to take) get fast_cpu.py's, the reference."""
-    (n, classes), work = logits.shape, logits.dtype
-    if not classes or work != working_dtype(work):
-        return fast_cpu.cross_entropy_forward(logits, targets, ignore_index, smoothing)
-    x, targets = np.ascontiguousarray(logits), np.ascontiguousarray(targets, np.int64)
+    """(losses, lse) of (N, C) logits, C >= 1, in runtime.working_dtype (float32 for 16-bit logits, as the
+    reference)."""
+    n, work = logits.shape[0], working_dtype(logits.dtype)
+    x, targets = np.ascontiguousarray(logits, work), np.ascontiguousarray(targets, np.int64)
     losses, lse = np.empty(n, work), np.empty(n, work)
     _run(_cross_entropy_forward_rows, x.size, x, targets, ignore_index, losses, lse, _parts(x.size, n),
          work == np.float32, _with_exp_constants(work, smoothing, 0, 1))
@@ -489,16 +487,15 @@ def _cross_entropy_backward_rows(x, targets, ignore_index, lse, dlosses, dx, par
 
 
 def cross_entropy_backward(logits, targets, lse, dlosses, ignore_index: int, smoothing: float):
-    (n, classes), work = logits.shape, logits.dtype
-    if work != working_dtype(work):
-        return fast_cpu.cross_entropy_backward(logits, targets, lse, dlosses, ignore_index, smoothing)
-    x, targets = np.ascontiguousarray(logits), np.ascontiguousarray(targets, np.int64)
+    """dlogits in the logits' dtype, computed in runtime.working_dtype and rounded once."""
+    (n, classes), work = logits.shape, working_dtype(logits.dtype)
+    x, targets = np.ascontiguousarray(logits, work), np.ascontiguousarray(targets, np.int64)
     lse, dlosses = np.ascontiguousarray(lse, work), np.ascontiguousarray(dlosses, work)
     dx = np.empty((n, classes), work)
     if dx.size:
         _run(_cross_entropy_backward_rows, x.size, x, targets, ignore_index, lse, dlosses, dx, _parts(x.size, n),
              work == np.float32, _with_exp_constants(work, smoothing, 0, 1))
-    return dx
+    return dx.astype(logits.dtype, copy=False)
 
 
 # ----------------------------------------------------------------------------- embedding (embedding_backward.py)

@@ -60,3 +60,10 @@ def cpu_kernels(device: str, *arrays):
         from . import fast_cpu
         return fast_cpu
     return None
+
+
+def compiled_kernels(device: str, *arrays):
+    """compiled_cpu where cpu_kernels chooses it, else None: for an op whose NumPy path is its reference
+    (cross-entropy: a pass or two over (N, C) logits, cheap beside the product that made them)."""
+    cpu = cpu_kernels(device, *arrays)
+    return cpu if cpu is not None and cpu_path() == "compiled" else None

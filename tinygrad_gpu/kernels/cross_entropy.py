@@ -4,7 +4,7 @@
 backward); ``backward(...)`` returns dlogits.  logits: (N, C) float; targets: (N,) integer.
 The losses and lse are float32 for float32, float16 and bfloat16 logits (float64 for float64),
 dlosses comes in float32 too, and dlogits has the logits' dtype.
-The cpu runs compiled_cpu.py's kernels when numba is installed, else the reference (kernels/cpu_paths.py).
+The cpu runs compiled_cpu.py's kernels on its compiled path, else the reference (kernels/cpu_paths.py).
 """
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ def reference_backward(logits, targets, lse, dlosses, ignore_index: int, smoothi
 # ----------------------------------------------------------------------------- launcher
 def forward(logits, targets, ignore_index: int, smoothing: float, device: str):
     """(losses, lse) of (N, C) logits: float32 for float32, float16 and bfloat16 logits."""
-    cpu = cpu_paths.cpu_kernels(device, logits)
-    if cpu:
+    cpu = cpu_paths.compiled_kernels(device, logits)
+    if cpu and logits.shape[1]:                  # (a row of no logits: the reference's error)
         return cpu.cross_entropy_forward(logits, targets, ignore_index, smoothing)
     if not runtime.use_kernel(device, logits, half=True):
         return reference_forward(logits, targets, ignore_index, smoothing)
@@ -68,7 +68,7 @@ def forward(logits, targets, ignore_index: int, smoothing: float, device: str):
 
 def backward(logits, targets, lse, dlosses, ignore_index: int, smoothing: float, device: str):
     """dlogits, in the logits' dtype; lse is what forward() returned, dlosses the losses' gradient."""
-    cpu = cpu_paths.cpu_kernels(device, logits)
+    cpu = cpu_paths.compiled_kernels(device, logits)
     if cpu:
         return cpu.cross_entropy_backward(logits, targets, lse, dlosses, ignore_index, smoothing)
     if not runtime.use_kernel(device, logits, half=True):

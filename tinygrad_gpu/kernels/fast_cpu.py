@@ -199,18 +199,6 @@ def causal_softmax_backward(probs, dprobs, scale: float, dprobs_are_spare: bool 
     return out.astype(dtype, copy=False)
 
 
-# ----------------------------------------------------------------------------- cross-entropy (cross_entropy.py)
-# The reference itself: a pass or two over (N, C) logits, cheap beside the product that made them.
-def cross_entropy_forward(logits, targets, ignore_index: int, smoothing: float):
-    from .cross_entropy import reference_forward
-    return reference_forward(logits, targets, ignore_index, smoothing)
-
-
-def cross_entropy_backward(logits, targets, lse, dlosses, ignore_index: int, smoothing: float):
-    from .cross_entropy import reference_backward
-    return reference_backward(logits, targets, lse, dlosses, ignore_index, smoothing)
-
-
 # ----------------------------------------------------------------------------- embedding (embedding_backward.py)
 def embedding_backward(ids, dout, n_embeddings: int):
     """Sort the tokens by id, so that each id's rows are one run, and sum every run with one reduceat
