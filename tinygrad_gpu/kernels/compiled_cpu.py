@@ -5,9 +5,9 @@ values of its formula in registers. numba compiles a Python loop to machine code
 ``prange`` hands its iterations out to the CPU's cores; so each function here is that
 kernel's loop, with the formula of its ``reference_*`` inside: one pass over memory for
 what NumPy does in several, and for large arrays on every core (``PARALLEL_MIN`` says when). The NumPy versions in
-``fast_cpu.py`` stay as the path without numba; both take and return what the references
-do (16-bit data is computed in float32 and rounded once), and ``tests/test_cpu_kernels.py``
-checks both against the references.
+``fast_cpu.py`` stay as the path without numba (cross-entropy has none: there the reference is NumPy's path);
+both take and return what the references do (16-bit data is computed in float32 and rounded once), and
+``tests/test_cpu_kernels.py`` checks both against the references.
 
 Two choices, measured by ``benchmarks/cpu_kernels.py``:
 
@@ -109,6 +109,12 @@ PARALLEL_MIN = 1 << 20
 def _cores_for(elements: int) -> int:
     """1 below PARALLEL_MIN elements, else as many cores as numba may use here (the user's own limit, if set)."""
     return 1 if elements < PARALLEL_MIN else numba.get_num_threads()
+
+
+def _parts(elements: int, rows: int) -> int:
+    """Stretches of rows, one per core that _run will use: a kernel that keeps something per part (partial sums,
+    scratch memory) makes it once per part, not once per row."""
+    return max(1, min(_cores_for(elements), rows))
 
 
 def _run(kernel: Kernel, elements: int, *args) -> None:
@@ -296,7 +302,7 @@ def layernorm_backward(x, weight, mean, rstd, dout, need_params: bool = True, do
     x, weight, mean, rstd = (np.ascontiguousarray(a, work) for a in (x, weight, mean, rstd))
     converted = np.ascontiguousarray(dout, work)
     dx = converted if dout_is_spare or converted is not dout else np.empty((rows, n), work)   # a copy is ours
-    parts = max(1, min(_cores_for(x.size), rows))         # stretches of rows, one per core
+    parts = _parts(x.size, rows)
     width = n if need_params else 0
     dweight_parts, dbias_parts = np.zeros((parts, width), work), np.zeros((parts, width), work)
     _run(_layernorm_backward_rows, x.size, x, weight, mean, rstd, converted, dx, need_params, dweight_parts,
@@ -357,11 +363,6 @@ def _exp_in_place(values, n, powers, own_exp, c):
             values[j] = math.exp(values[j])
             total += values[j]
     return total
-
-
-def _parts(elements: int, rows: int) -> int:
-    """Stretches of rows, one per core that _run will use: a kernel with scratch memory makes it once per part."""
-    return max(1, min(_cores_for(elements), rows))
 
 
 # ----------------------------------------------------------------------------- causal softmax (causal_softmax.py)

@@ -7,7 +7,8 @@
 * "reference": each kernel file's ``reference_*`` formulas, the definition of correct, and the slowest.
 
 ``TINYGRAD_GPU_CPU_KERNELS=compiled|numpy|reference`` forces one. Both fast modules have the same
-functions with the same contract, so a launcher asks ``cpu_kernels`` for the module and calls it.
+functions with the same contract, so a launcher asks ``cpu_kernels`` for the module and calls it; an op that
+only the compiled path speeds up (cross-entropy) asks ``compiled_kernels``.
 """
 from __future__ import annotations
 
