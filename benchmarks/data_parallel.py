@@ -106,8 +106,8 @@ def gradient_bytes(model) -> int:
 class Copy:
     """One copy of the model that a job trains: its wrapper (or the bare model), optimizer and batches."""
 
-    def __init__(self, name: str, args, trainer, model):
-        self.name, self.trainer, self.model = name, trainer, model
+    def __init__(self, name: str, args, ddp_model, model):
+        self.name, self.ddp_model, self.model = name, ddp_model, model
         self.optimizer = model.configure_optimizers(RECIPE.weight_decay, RECIPE.lr, (RECIPE.beta1, RECIPE.beta2))
         self.rng = np.random.default_rng(args.seed)     # each copy sees the same windows, on every rank
         self.times, self.reducing, self.cpu = [], [], []
@@ -115,15 +115,15 @@ class Copy:
     def step(self, ranks, dataset, batch_size: int, record: bool) -> None:
         from tinygrad_gpu.train.loop import training_step
         batches = ranks.batches(dataset, "train", batch_size, self.rng)
-        reduced = getattr(self.trainer, "reduction_seconds", 0.0)
+        reduced = getattr(self.ddp_model, "reduction_seconds", 0.0)
         start, cpu = time.perf_counter(), time.process_time()
-        loss, _ = training_step(self.trainer, self.optimizer, batches, RECIPE.grad_clip)
+        loss, _ = training_step(self.ddp_model, self.optimizer, batches, RECIPE.grad_clip)
         loss.item()
         elapsed = time.perf_counter() - start
         if record:
             self.times.append(elapsed)
             self.cpu.append(time.process_time() - cpu)
-            self.reducing.append(getattr(self.trainer, "reduction_seconds", 0.0) - reduced)
+            self.reducing.append(getattr(self.ddp_model, "reduction_seconds", 0.0) - reduced)
 
     def fingerprint(self) -> str:
         """A digest of every weight: equal on all ranks when the copies took the same steps."""
@@ -150,9 +150,9 @@ def worker(args) -> dict:
         copies = []
         for name in VARIANTS:
             model = make_model(args, vocab)
-            trainer = DistributedDataParallel(model) if name == "default" else \
+            ddp_model = DistributedDataParallel(model) if name == "default" else \
                 DistributedDataParallel(model, bucket_cap_mb=small_buckets_mb, overlap=name == "overlap")
-            copies.append(Copy(name, args, trainer, model))
+            copies.append(Copy(name, args, ddp_model, model))
     else:
         model = make_model(args, vocab)
         copies = [Copy("none", args, model, model)]
@@ -169,12 +169,12 @@ def worker(args) -> dict:
                   params=sum(p.numel() for p in copies[0].model.parameters()), rows=[])
     for copy in copies:             # each rank's seconds per step; the parent sums them up
         result["rows"].append(dict(
-            name=copy.name, ranks=ranks.world_size, buckets=len(getattr(copy.trainer, "buckets", [])),
-            overlap=getattr(copy.trainer, "overlap", None), times=ranks.gather(copy.times),
+            name=copy.name, ranks=ranks.world_size, buckets=len(getattr(copy.ddp_model, "buckets", [])),
+            overlap=getattr(copy.ddp_model, "overlap", None), times=ranks.gather(copy.times),
             cpu=ranks.gather(copy.cpu), reducing=ranks.gather(copy.reducing) if ranks.communicates else None,
             replicas_identical=len(set(ranks.gather(copy.fingerprint()))) == 1))
     if ranks.communicates:
-        by_name = {copy.name: copy.trainer for copy in copies}
+        by_name = {copy.name: copy.ddp_model for copy in copies}
         result["reduction"] = time_reductions(by_name["default"], by_name["overlap"], total_bytes, args.repeats,
                                               ranks)
     return result
@@ -436,10 +436,10 @@ def collective_checks(args, device: str) -> int:
             x, y = dataset.batch("train", args.batch_size, rng)
             order = ("ddp", "plain") if step % 2 else ("plain", "ddp")     # neither always goes first
             for name in order:
-                trainer, optimizer = trainers[name]
+                ddp_model, optimizer = trainers[name]
                 sync()
                 start = time.perf_counter()
-                training_step(trainer, optimizer, [(x, y)], RECIPE.grad_clip)
+                training_step(ddp_model, optimizer, [(x, y)], RECIPE.grad_clip)
                 sync()
                 if step >= args.warmup:
                     seconds[name].append(time.perf_counter() - start)

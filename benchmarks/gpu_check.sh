@@ -50,6 +50,7 @@ for name in tests cudapass; do echo "$name: $(grep -h -E "passed|failed|error" "
 grep -h -E "^(==|step +syncs +host ms| +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+\*? +(host|GPU)|host syncs per step)" \
     "$logs/readiness.log" "$logs/readyhalf.log"          # each step's host and GPU time, and which bounds it
 grep -h -E "^(GPT|engine|ours|torch)" "$logs/precision.log"
+grep -h -E "^(kernel +shape|layernorm fwd vs naive)" "$logs/kernels.log"    # layer norm's ladder: speed-up = naive / block
 grep -h -E "^(nccl: |step time|.*(MISMATCH|FAILED|skipped: ))" "$logs/nccl.log"
 "$py" - "$logs/step.json" <<'EOF'
 import json, sys

@@ -4,11 +4,13 @@
     python benchmarks/kernels.py --device emu --small --repeat 1    # the same table on the emulator
 
 The composition is the kernel's NumPy reference run on CuPy arrays: the sequence of array
-operations (max, subtract, exp, sum, ...) that the one kernel replaces. Two rows compare with the plain
+operations (max, subtract, exp, sum, ...) that the one kernel replaces. Some rows compare with the plain
 version that stays beside a kernel instead: the tiled causal attention against the array library's
 products and our causal softmax (the scores in memory; on a GPU the faster of the two is the one to keep),
-and AdamW over all of a GPT's parameters in one launch against one launch per parameter.  Both get the same
-inputs at the sizes of a small GPT training step; the table shows the median time and the
+AdamW over all of a GPT's parameters in one launch against one launch per parameter, and ("layernorm fwd vs
+naive") layer norm's forward, one block per row, against the first rung of its ladder in layernorm.cu, one
+thread per row (the "composed" columns are then the naive kernel's, and the speed-up is naive / block).
+Both get the same inputs at the sizes of a small GPT training step; the table shows the median time and the
 achieved memory bandwidth, counting the bytes a perfect implementation must move (every
 input read once, every output written once; the composition's temporaries cost it extra,
 which is the point of fusing).  These kernels are memory-bound: compare the GB/s with the
@@ -90,7 +92,7 @@ def cases(xp, device, small):
         ids, dout = xp.asarray(rng.integers(0, vocab, rows)), normal(rows, dim)
         out += [(f"embedding bwd (vocab {vocab})", (rows, dim), 8 * rows * dim + 8 * rows + 4 * vocab * dim,
                  lambda ids=ids, d=dout, n=vocab: embedding_backward.embedding_backward(ids, d, n, device),
-                 lambda ids=ids, d=dout, n=vocab: embedding_backward.reference(ids, d, n))]
+                 lambda ids=ids, d=dout, n=vocab: embedding_backward.reference_embedding_backward(ids, d, n))]
     shape = (2, 2, 33, 33) if small else (64, 6, 256, 256)
     for dtype, tag, e in PRECISIONS:
         s, dp = normal(*shape, dtype=dtype), normal(*shape, dtype=dtype)
@@ -101,8 +103,24 @@ def cases(xp, device, small):
                 ("causal softmax bwd" + tag, shape, 3 * e * math.prod(shape),
                  lambda p=probs, dp=dp: causal_softmax.backward(p, dp, 0.125, device),
                  lambda p=probs, dp=dp: causal_softmax.reference_backward(p, dp, 0.125))]
+    out += ladder_cases(normal, device, small)
     out += attention_cases(normal, device, small)
     out += multi_tensor_cases(normal, device, small)
+    return out
+
+
+def ladder_cases(normal, device, small):
+    """Layer norm's forward, the block kernel every caller runs (one block per row, block reductions) against the
+    ladder's first rung (one thread per row, plain loops: layernorm.cu says why it is slow), the same inputs and
+    the same bytes."""
+    rows = 64 if small else 64 * 256
+    out = []
+    for width in ([48, 130] if small else [384, 768]):
+        for dtype, tag, e in PRECISIONS:
+            x, w, b = (normal(*shape, dtype=dtype) for shape in ((rows, width), (width,), (width,)))
+            out += [("layernorm fwd vs naive" + tag, (rows, width), 2 * e * rows * width + 8 * rows,
+                     lambda x=x, w=w, b=b: layernorm.forward(x, w, b, 1e-5, device, version="block"),
+                     lambda x=x, w=w, b=b: layernorm.forward(x, w, b, 1e-5, device, version="naive"))]
     return out
 
 
@@ -184,10 +202,10 @@ def main(argv=None) -> int:
     header = ("kernel", "shape", "ours ms", "GB/s", "composed ms", "GB/s", "speed-up")
     library = "CuPy" if devices.is_cuda(device) else "NumPy"
     print(f"{device}: each kernel vs the {library} composition it replaces (median of {args.repeat} runs)\n")
-    print(f"{header[0]:<26} {header[1]:>15} {header[2]:>10} {header[3]:>8} {header[4]:>12} {header[5]:>8} "
+    print(f"{header[0]:<28} {header[1]:>15} {header[2]:>10} {header[3]:>8} {header[4]:>12} {header[5]:>8} "
           f"{header[6]:>9}")
     for name, shape, ours_s, ours_bw, composed_s, composed_bw, speedup in rows:
-        print(f"{name:<26} {shape:>15} {ours_s * 1e3:>10.3f} {ours_bw:>8.1f} {composed_s * 1e3:>12.3f} "
+        print(f"{name:<28} {shape:>15} {ours_s * 1e3:>10.3f} {ours_bw:>8.1f} {composed_s * 1e3:>12.3f} "
               f"{composed_bw:>8.1f} {speedup:>8.2f}x")
     return 0
 

@@ -120,14 +120,14 @@ def gelu_backward(dy, x):
 
 
 # ----------------------------------------------------------------------------- causal self-attention
-_causal_bias = {}
+_causal_masks = {}
 
 
-def causal_bias(T):
+def causal_mask(T):
     """(T, T): 0 where a query may look (keys at or before it), -inf after it; added to the scores."""
-    if T not in _causal_bias:
-        _causal_bias[T] = np.triu(np.full((T, T), -np.inf, np.float32), k=1)
-    return _causal_bias[T]
+    if T not in _causal_masks:
+        _causal_masks[T] = np.triu(np.full((T, T), -np.inf, np.float32), k=1)
+    return _causal_masks[T]
 
 
 def attention_forward(qkv, B, T, n_head):
@@ -143,7 +143,7 @@ def attention_forward(qkv, B, T, n_head):
     q, k, v = heads
     q *= 1.0 / math.sqrt(hs)             # scaling q (T x hs) is cheaper than scaling the scores (T x T)
     att = q @ k.swapaxes(-1, -2)
-    att += causal_bias(T)
+    att += causal_mask(T)
     att -= att.max(axis=-1, keepdims=True)          # softmax over keys, in place
     np.exp(att, out=att)
     att /= att.sum(axis=-1, keepdims=True)

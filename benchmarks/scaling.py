@@ -116,7 +116,7 @@ def counting():
             if name == "forward":
                 counts["flops"] += _products(op, [a.shape for a in args])
             elif op is not linalg.MatMul:
-                counts["flops"] += _products(op, ctx.input_meta, result)
+                counts["flops"] += _products(op, ctx.input_shapes, result)
             return result
         return run
 

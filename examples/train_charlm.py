@@ -7,7 +7,8 @@
     python examples/train_charlm.py --resume               # continue the run in --out-dir
 
 The defaults (4 layers, 4 heads, 128 dimensions, 64-character context, batch 12, 1000
-iterations) take one to two minutes on a 2-core CPU (the README quotes a measured run). Every --eval-interval iterations the
+iterations) take 55 to 61 s on a 2-core CPU with numba, 72 to 75 s without, and end at train
+loss 1.79, val loss 1.70 (the README's measured run). Every --eval-interval iterations the
 train and val losses are printed and added to OUT_DIR/metrics.jsonl, and a checkpoint is
 saved; Ctrl-C saves one and stops. A folder holds one run: a new run in a folder that has one
 asks for --resume, another --out-dir or --overwrite. Sample from it later with examples/sample.py.

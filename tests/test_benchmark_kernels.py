@@ -20,7 +20,11 @@ def test_the_table_on_the_emulator(capsys):
         assert name in table
     for name in ("cross_entropy fwd", "layernorm bwd", "gelu fwd", "causal softmax bwd"):   # the 16-bit kernels
         assert f"{name} bf16" in table
-    assert table.count("x\n") >= 26                        # a speed-up on every row
+    assert table.count("x\n") >= 30                        # a speed-up on every row
+    # layer norm's forward against its naive rung (one thread per row), in both precisions and both widths
+    ladder = [line for line in table.splitlines() if line.startswith("layernorm fwd vs naive")]
+    assert len(ladder) == 4 and sum(" bf16 " in line for line in ladder) == 2
+    assert all(float(line.split()[-1].rstrip("x")) > 0 for line in ladder)
 
 
 @pytest.mark.skipif(tg.cuda_available(), reason="this machine has a GPU")

@@ -105,7 +105,7 @@ def test_gelu_backward_computes_in_a_spare_gradient_and_leaves_the_slope_alone(c
     x = np.linspace(-3, 3, 50, dtype=np.float32)
     _, slope = cpu.gelu_forward_and_slope(x, gelu.K, gelu.C)
     kept, dy = slope.copy(), np.ones(50, np.float32)
-    dx = cpu.gelu_backward_from_slope(slope, dy, np.float32, dy_is_spare=True)
+    dx = cpu.gelu_backward_from_slope(slope, dy, np.float32, dout_is_spare=True)
     assert np.shares_memory(dx, dy)
     np.testing.assert_array_equal(slope, kept)
     dy = np.ones(50, np.float32)
@@ -161,14 +161,14 @@ def test_causal_softmax_agrees_with_the_reference(cpu, heads, L, S, dtype, size,
     dprobs = rng.standard_normal((heads, L, S)).astype(dtype)
     want = causal_softmax.reference_forward(scores, 0.5)
     before = scores.copy()
-    probs = cpu.causal_softmax_forward(scores, 0.5, scores_are_spare=spare)
+    probs = cpu.causal_softmax_forward(scores, 0.5, scores_is_spare=spare)
     if not spare:
         np.testing.assert_array_equal(scores, before)
     assert np.isfinite(probs).all()
     assert_close(probs, want, 8 * eps(dtype))
     want_d = causal_softmax.reference_backward(want, dprobs, 0.5)
     dprobs_before = dprobs.copy()
-    got_d = cpu.causal_softmax_backward(want, dprobs, 0.5, dprobs_are_spare=spare)
+    got_d = cpu.causal_softmax_backward(want, dprobs, 0.5, dout_is_spare=spare)
     if not spare:
         np.testing.assert_array_equal(dprobs, dprobs_before)
     dprobs = dprobs_before
@@ -259,10 +259,10 @@ def test_embedding_backward_agrees_with_the_reference(cpu, tokens, n_embeddings,
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, n_embeddings, tokens)                # repeated ids must all add up
     dout = rng.standard_normal((tokens, dim)).astype(dtype)
-    want = embedding_backward.reference(ids, dout, n_embeddings)
+    want = embedding_backward.reference_embedding_backward(ids, dout, n_embeddings)
     # both add each id's rows in the dtype, in other orders: each addition errs by at most eps times
     # the running sum, which is at most the sum of the rows' magnitudes
-    magnitudes = embedding_backward.reference(ids, np.abs(dout.astype(np.float64)), n_embeddings)
+    magnitudes = embedding_backward.reference_embedding_backward(ids, np.abs(dout.astype(np.float64)), n_embeddings)
     counts = np.bincount(ids, minlength=n_embeddings)[:, None]
     assert_close(cpu.embedding_backward(ids, dout, n_embeddings), want, 2 * eps(dtype) * counts * magnitudes)
 

@@ -64,7 +64,7 @@ def test_kernel_is_the_reference_bit_for_bit(device, dtype, p, shape):
     x = data(rng, shape, dtype)
     for seed, offset in ((0, 0), (12345678901234567, 2**64 - 600)):      # the counter wraps around 2^64
         (got,) = on(device, dropout.multiply(*on(device, x), p, seed, offset, device))
-        want = dropout.reference(x, p, seed, offset)
+        want = dropout.reference_multiply(x, p, seed, offset)
         assert host(got).dtype == dtype and host(got).shape == shape
         np.testing.assert_array_equal(bits(got), bits(want))
 
@@ -104,7 +104,7 @@ def test_the_16_bit_scale_is_the_unfused_masks():
 def test_in_place_on_a_spare_array():
     rng = np.random.default_rng(2)
     dy = data(rng, (3, 50), np.float32)
-    want = dropout.reference(dy, 0.4, 11, 22)
+    want = dropout.reference_multiply(dy, 0.4, 11, 22)
     got = dropout.multiply(dy, 0.4, 11, 22, "emu", x_is_spare=True)
     assert got is dy
     np.testing.assert_array_equal(got, want)
@@ -112,7 +112,7 @@ def test_in_place_on_a_spare_array():
 
 def test_other_dtypes_take_the_reference():
     x = np.random.default_rng(3).standard_normal(40)                      # float64: no entry point
-    np.testing.assert_array_equal(dropout.multiply(x, 0.3, 5, 6, "emu"), dropout.reference(x, 0.3, 5, 6))
+    np.testing.assert_array_equal(dropout.multiply(x, 0.3, 5, 6, "emu"), dropout.reference_multiply(x, 0.3, 5, 6))
 
 
 # ----------------------------------------------------------------------------- the autograd Function
@@ -125,8 +125,8 @@ def test_backward_draws_the_same_mask_again(device, dtype):
     y = fused.Dropout.apply(x, p=0.3, seed=77, offset=1234)
     assert type(y._ctx).__name__ == "Dropout" and y.dtype == dtype
     y.backward(tg.tensor(dy, device=device))
-    np.testing.assert_array_equal(bits(y.data), bits(dropout.reference(host(x.data), 0.3, 77, 1234)))
-    np.testing.assert_array_equal(bits(x.grad.data), bits(dropout.reference(dy, 0.3, 77, 1234)))
+    np.testing.assert_array_equal(bits(y.data), bits(dropout.reference_multiply(host(x.data), 0.3, 77, 1234)))
+    np.testing.assert_array_equal(bits(x.grad.data), bits(dropout.reference_multiply(dy, 0.3, 77, 1234)))
 
 
 @on_kernel_devices
@@ -138,7 +138,7 @@ def test_gradient_of_the_gradient_is_the_composition(device):
     dy = tg.tensor(data(rng, (5, 40), np.float32), device=device, requires_grad=True)
     y = fused.Dropout.apply(x, p=0.5, seed=3, offset=9)
     (dx,) = tg.grad(y, [x], dy, create_graph=True)
-    np.testing.assert_array_equal(host(dx.data), dropout.reference(host(dy.data), 0.5, 3, 9))
+    np.testing.assert_array_equal(host(dx.data), dropout.reference_multiply(host(dy.data), 0.5, 3, 9))
     dx.sum().backward()
     keep = dropout.reference_keep(200, 0.5, 3, 9, np.float32).reshape(5, 40)
     np.testing.assert_array_equal(host(dy.grad.data), keep)
@@ -167,7 +167,8 @@ def test_emu_uses_the_kernel_seeded_by_its_numpy_generator(monkeypatch):
     np.testing.assert_array_equal(x.grad.numpy(), first.numpy())
     tg.manual_seed(8)
     seed, offset = random.philox_counters("emu", 300)
-    np.testing.assert_array_equal(first.numpy(), dropout.reference(np.ones(300, np.float32), 0.5, seed, offset))
+    want = dropout.reference_multiply(np.ones(300, np.float32), 0.5, seed, offset)
+    np.testing.assert_array_equal(first.numpy(), want)
     with kernels.fused(False):
         assert type(F.dropout(x, 0.5)._ctx).__name__ != "Dropout"
 
@@ -247,7 +248,7 @@ def test_dropout_add_kernel_against_its_reference():
         dy = data(rng, (9, 33), np.float32)
         got = dropout.multiply(dy, 0.25, 5, 6, "emu", dtype=dtype)
         assert got.dtype == dtype
-        np.testing.assert_array_equal(bits(got), bits(dropout.reference(dy.astype(dtype), 0.25, 5, 6)))
+        np.testing.assert_array_equal(bits(got), bits(dropout.reference_multiply(dy.astype(dtype), 0.25, 5, 6)))
     with pytest.raises(ValueError, match="dropout.multiply: a float16 x gives float16"):
         dropout.multiply(data(rng, 4, np.float16), 0.5, 1, 2, "emu", dtype=np.float32)
 

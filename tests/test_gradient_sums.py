@@ -1,7 +1,7 @@
 """gradient_sums.py: adding gradients up in place where that is safe, and the check that keeps it so.
 
 The engine writes into an array only when it is spare (nobody else holds it). A Function that
-declares returns_spare_gradients promises its backward returns arrays it has just made; with
+declares backward_returns_spare promises its backward returns arrays it has just made; with
 TINYGRAD_GPU_CHECK_SPARE=1 (on for the whole suite, see conftest.py) every such promise is
 checked as the backward runs.
 """
@@ -25,7 +25,7 @@ def test_the_suite_runs_with_the_check_on():
 class _Liar(Function):
     """Declares its gradients spare, and returns, by `lie`, an array someone else holds."""
 
-    returns_spare_gradients = True
+    backward_returns_spare = True
 
     def forward(ctx, a, b, lie):
         ctx.save_for_backward(a, b)
@@ -46,7 +46,7 @@ class _Liar(Function):
 def test_a_backward_whose_spare_gradients_are_held_elsewhere_is_caught(lie, what):
     a, b = tg.tensor([1.0, 2.0], requires_grad=True), tg.tensor([3.0, 4.0], requires_grad=True)
     upstream = tg.tensor([1.0, 1.0])
-    with pytest.raises(RuntimeError, match=f"declares returns_spare_gradients.*{what}"):
+    with pytest.raises(RuntimeError, match=f"declares backward_returns_spare.*{what}"):
         _Liar.apply(a, b, lie=lie).backward(upstream)
 
 
@@ -75,7 +75,7 @@ class _HandsOn(Function):
 class _Fresh(Function):
     """3x, its gradient a new array (spare): what it sends is kept in `sent`."""
 
-    returns_spare_gradients = True
+    backward_returns_spare = True
     sent = []
 
     def forward(ctx, x):
@@ -129,6 +129,27 @@ def test_a_gpt_training_step_keeps_every_promise(monkeypatch):
     assert checked & {fused.CausalAttention, fused.PackedCausalAttention}
     if idx.device != "cpu":                     # dropout's own kernels, on emu and cuda
         assert {fused.Dropout, fused.DropoutAdd} <= checked
+
+
+def test_the_plain_sums_give_a_gpts_gradients(monkeypatch):
+    """GradientSums.plain runs the three lines of its docstring (nothing spare, nothing in place, no places in
+    one array): a GPT's gradients agree with the optimised sums', up to the order of float32 additions."""
+    def gradients(plain: bool) -> dict:
+        monkeypatch.setattr(GradientSums, "plain", plain)
+        tg.manual_seed(0)
+        model = tg.nn.GPT(tg.nn.GPTConfig(block_size=8, vocab_size=11, n_layer=2, n_head=2, n_embd=8, dropout=0.1))
+        idx = tg.randint(0, 11, (3, 8))
+        _, loss = model(idx, idx)
+        loss.backward()
+        return {name: p.grad.data for name, p in model.named_parameters()}
+
+    optimised, plain = gradients(False), gradients(True)
+    assert optimised.keys() == plain.keys()
+    for name in optimised:
+        np.testing.assert_allclose(plain[name], optimised[name], rtol=1e-5, atol=1e-7, err_msg=name)
+    # The optimised sums write parameters' gradients into one array (slot); the plain ones, each its own.
+    assert len({allocation(g) for g in optimised.values()}) < len(optimised)
+    assert len({allocation(g) for g in plain.values()}) == len(plain)
 
 
 # ----------------------------------------------------------------------------- GradientSums itself

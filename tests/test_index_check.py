@@ -22,7 +22,7 @@ def test_the_flag_is_the_references(n, high, dtype, ignore, seed):
     for start in (0, 1):
         found, want = np.full((), start, np.uint32), np.full((), start, np.uint32)
         index_check.index_check(ids, high, ignore, found, "emu")
-        index_check.reference(ids, high, ignore, want)
+        index_check.reference_index_check(ids, high, ignore, want)
         assert found == want
 
 

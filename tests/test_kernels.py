@@ -196,7 +196,7 @@ def test_gelu_backward_over_a_spare_gradient_writes_it_with_the_same_bits(device
     x, dy = float32(rng, 3000, scale=4.0).astype(dtype), float32(rng, 3000).astype(dtype)
     (want,) = back(gelu.backward(*on(device, x, dy), device))
     x_on, spare = on(device, x, dy)
-    got = gelu.backward(x_on, spare, device, dy_is_spare=True)
+    got = gelu.backward(x_on, spare, device, dout_is_spare=True)
     assert runtime.address(got) == runtime.address(spare)                # written over dy
     np.testing.assert_array_equal(back(got)[0].view(np.uint8), want.view(np.uint8))
 
@@ -254,7 +254,7 @@ def test_embedding_backward(device, tokens, n_embeddings, dim, seed):
     dout = float32(rng, (tokens, dim))
     (got,) = back(embedding_backward.embedding_backward(*on(device, ids, dout), n_embeddings, device))
     # Each id's rows are added in token order, as add.at adds them: the same bits, every run.
-    np.testing.assert_array_equal(got, embedding_backward.reference(ids, dout, n_embeddings))
+    np.testing.assert_array_equal(got, embedding_backward.reference_embedding_backward(ids, dout, n_embeddings))
 
 
 # ----------------------------------------------------------------------------- causal_softmax.cu

@@ -152,6 +152,13 @@ def drive_layernorm(rng, dtype=np.float32):
                            dx_add=None if bias is None else normal(rng, (ROWS, COLS), dtype=dtype))
 
 
+def drive_layernorm_naive(rng, dtype=np.float32):
+    """The ladder's first rung (one thread per row), with and without bias."""
+    for bias in (normal(rng, COLS, dtype=dtype), None):
+        x = (normal(rng, (ROWS, COLS), 2.0) + np.float32(5)).astype(dtype)
+        layernorm.forward(x, normal(rng, COLS, dtype=dtype), bias, 1e-5, "emu", version="naive")
+
+
 def drive_layernorm_fused(rng, dtype=np.float32):
     """The one-launch backward: groups of rows (the last one short), rows fewer than a group, a grown
     workspace holding a larger launch's sums past this launch's; with and without bias and dx_add."""
@@ -230,6 +237,7 @@ DRIVERS = {
     "index_check": drive_index_check, "index_check_i32": drive_index_check,
     "gelu_forward": drive_gelu, "gelu_backward": drive_gelu,
     "layernorm_forward": drive_layernorm, "layernorm_backward": drive_layernorm,
+    "layernorm_forward_naive": drive_layernorm_naive,
     "layernorm_backward_params": drive_layernorm, "layernorm_backward_fused": drive_layernorm_fused,
     "philox_uniform": drive_philox, "philox_normal": drive_philox,
 }
@@ -237,6 +245,7 @@ DRIVERS.update({runtime.entry_point(name, dtype): functools.partial(DRIVERS[name
                 for name in ("causal_attention_forward", "causal_attention_backward_dq", "causal_attention_backward_dkdv",
                              "causal_softmax_forward", "causal_softmax_backward", "cross_entropy_forward",
                              "cross_entropy_backward", "gelu_forward", "gelu_backward", "layernorm_forward",
+                             "layernorm_forward_naive",
                              "layernorm_backward", "layernorm_backward_params", "layernorm_backward_fused")
                 for dtype in dtypes.HALF})
 DRIVERS.update({runtime.entry_point(name, dtype): functools.partial(drive, dtype=dtype)

@@ -265,6 +265,26 @@ def test_architecture_flags_that_contradict_the_checkpoint_are_errors(tmp_path, 
     _assert_one_line_error(resumed, "--n-embd 32 contradicts the checkpoint")
 
 
+def test_a_steps_warnings_are_shown_unless_the_run_diverged():
+    """np.errstate does not hide the loop's warnings: the watch holds them until it has looked at the losses, and
+    drops them only with a diverging run's one-line error (which says more than "overflow encountered")."""
+    import warnings
+    from tinygrad_gpu.train.divergence import DivergenceWatch, TrainingDiverged
+    watch = DivergenceWatch(TrainConfig())
+    for loss in (1.5, float("inf")):
+        with watch.holding_warnings():
+            warnings.warn("an op you added warns", RuntimeWarning)
+            watch.note(0, tg.tensor(loss))
+        with warnings.catch_warnings(record=True) as shown:
+            warnings.simplefilter("always")
+            if loss == 1.5:
+                watch.check()
+            else:
+                with pytest.raises(TrainingDiverged):
+                    watch.check()
+        assert [str(w.message) for w in shown] == (["an op you added warns"] if loss == 1.5 else [])
+
+
 def test_a_diverging_run_stops_and_keeps_its_last_good_checkpoint(tmp_path, corpus):
     out = str(tmp_path / "out")
     result = _run("train_charlm.py", "--data", corpus, "--out-dir", out, "--max-iters", "200", "--eval-interval", "5",

@@ -11,7 +11,7 @@ training step; then device.py, dtypes.py, tensor.py (Tensor and Function), autog
 backward pass) and gradient_sums.py, ops/ (each op's forward and backward side by side),
 nn/functional.py, gradcheck.py.
 """
-from . import amp, cuda, distributed, dtypes, function_forms, linalg, nn, optim, utils, viz
+from . import amp, autograd, cuda, distributed, dtypes, function_forms, linalg, nn, optim, utils, viz
 from .amp import autocast
 from .backends import backends
 from .checkpoint import load, save

@@ -8,9 +8,13 @@ require grad. ``run_backward`` is the whole algorithm:
    100,000 ops is fine);
 2. visit the nodes in that order, so that a node's gradient is complete when its turn
    comes; call its ``backward`` once, and add what it returns into its inputs' gradients
-   (summing away broadcast dimensions on the way: ``gradient_sums.sum_to_shape``);
+   (summing away broadcast dimensions on the way: ``gradient_sums.sum_to_shape``); a leaf's
+   total goes into its ``.grad`` (``_accumulate_into_leaf``);
 3. free what each node saved for backward (unless ``retain_graph``), so activations are
    released as soon as they have been used.
+
+What a backward covers beyond that (``tg.grad``'s inputs and the nodes leading to them, the
+casts whose backward waits to run together) is ``_Scope``'s to say, in one place.
 
 The sums live in ``GradientSums`` (``gradient_sums.py``), which also explains the one
 optimisation of this engine: adding into arrays that nobody else holds instead of copying.
@@ -28,6 +32,7 @@ runs a function once the whole backward has finished.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import weakref
 
@@ -37,79 +42,108 @@ from . import device as devices
 from . import gradient_sums
 from .amp import autocast_mode
 from .gradient_sums import GradientSums
-from .tensor import Tensor, set_grad_enabled
+from .tensor import Function, Tensor, set_grad_enabled  # noqa: F401  (Function: tg.autograd.Function, PyTorch's name)
 
 
 def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None) -> dict:
-    """The engine behind ``Tensor.backward`` and ``tg.grad``.
+    """The engine behind ``Tensor.backward`` and ``tg.grad``: the chain rule, node by node.
 
     Without `inputs`, gradients accumulate into the ``.grad`` of every leaf. With `inputs`,
     nothing is accumulated, and the gradients of exactly those tensors are returned, keyed
     by the id of their node.
     """
     retain_graph = create_graph if retain_graph is None else retain_graph
-    wanted = None if inputs is None else {id(t._node()) for t in inputs}
-    sums = GradientSums(recorded=create_graph, wanted=wanted)
+    root_grads = _root_gradients(outputs, grad_outputs)      # d output / d output: ones, or the caller's
     roots = [out._node() for out in outputs]
-    for node, grad in zip(roots, _root_gradients(outputs, grad_outputs)):
+    order = _topological_order(roots)           # 1. each node before the nodes its inputs came from
+    scope = _Scope(order, inputs, create_graph)
+    sums = GradientSums(recorded=create_graph, wanted=scope.wanted)
+    for node, grad in zip(roots, root_grads):
         sums.add(node, grad)
-    order = _topological_order(roots)
-    if inputs is None and not create_graph:     # gradients that may get places in one array (GradientSums.slot):
-        for node in order:                      # the leaves whose .grad this backward makes, the casts run together
-            if isinstance(node, Tensor) and node.grad is None:         # a .grad: lives until zero_grad
+    scope.offer_places(sums)
+    # Grad mode records the backward only for create_graph; autocast is off: each backward computes in the dtypes
+    # its forward chose (amp/autocast_mode.py).
+    with _then_queued_callbacks(), set_grad_enabled(create_graph), autocast_mode.suspended():
+        for node in order:                      # 2. so a node's gradient is complete when its turn comes
+            if scope.waits(node):
+                continue
+            with devices.use(node.device):                      # on a GPU: where this node lives
+                grad, spare = sums.pop(node)                    # the sum of what its consumers sent back
+                if grad is None:
+                    continue                                    # no path from the outputs carries a gradient
+                spare = scope.capture(node, grad, spare)
+                if isinstance(node, Tensor):                    # a leaf: into its .grad
+                    if scope.into_leaves:
+                        _accumulate_into_leaf(node, grad, spare, create_graph)
+                    continue
+                if scope.skips(node, grad):
+                    continue
+                input_grads = _call_backward(node, grad, spare, create_graph, sums)     # the local chain rule
+                if not retain_graph:
+                    node.release()              # 3. what it saved for backward is freed as soon as it is used
+                made_spare = node.backward_returns_spare or (node.hands_on_its_gradient and spare)
+                for child, shape, child_grad in zip(node.next_nodes, node.input_shapes, input_grads):
+                    if child is not None and child_grad is not None:
+                        sums.add(child, child_grad, shape, spare=made_spare)     # into each input's sum
+        scope.run_waiting(sums, retain_graph, create_graph)
+    return scope.captured
+
+
+class _Scope:
+    """What one backward covers, beyond the chain rule.
+
+    * ``tg.grad(outputs, inputs)``: the gradients of `inputs` are captured (``wanted``, ``captured``), no
+      leaf's .grad changes, and only the nodes on a path to an input run their backward (``needed``).
+    * A node whose class has ``backward_together`` (fused.CastTogether, autocast's casts of a region's
+      parameters) and whose input is a leaf waits, and so does that leaf: once every other node is done,
+      each such class's waiting nodes on one device run their backward together (one launch for all of
+      them), and then the waiting leaves get their gradients and run their hooks (``run_waiting``).
+    """
+
+    def __init__(self, order: list, inputs, create_graph: bool):
+        self.order, self.create_graph = order, create_graph
+        self.into_leaves = inputs is None
+        self.wanted = None if inputs is None else {id(t._node()) for t in inputs}
+        self.needed = None if inputs is None else _nodes_leading_to(self.wanted, order)
+        self.captured = {}
+        self.together = {}          # (class, device) -> [(node, grad)]
+        self.waiting = {}           # id(leaf) -> leaf, in the order first met
+
+    def offer_places(self, sums: GradientSums) -> None:
+        """The gradients that may get places in one array (GradientSums.slot): the leaves whose .grad this
+        backward makes, and the casts that run together."""
+        if not self.into_leaves or self.create_graph:
+            return
+        for node in self.order:
+            if isinstance(node, Tensor) and node.grad is None:          # a .grad: lives until zero_grad
                 sums.placeable[id(node)] = (node.shape, node.dtype, node.device, "kept")
             elif _runs_together(node):                                  # gone once cast back
-                sums.placeable[id(node)] = (node.input_meta[0], node.out_dtype, node.device, "passing")
-    needed = None if inputs is None else _nodes_leading_to(wanted, order)
-    captured = {}
-    _queued_callbacks.append([])
-    try:
-        _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, inputs is None)
-        queued = _queued_callbacks[-1]
-    finally:
-        _queued_callbacks.pop()
-    for callback in queued:
-        callback()
-    return captured
+                sums.placeable[id(node)] = (node.input_shapes[0], node.out_dtype, node.device, "passing")
 
+    def waits(self, node) -> bool:
+        """A leaf whose gradient is complete only after the casts that wait have run."""
+        return id(node) in self.waiting
 
-def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, into_leaves) -> None:
-    """Step 2 and 3 above: each node's backward, in order, its results added into its inputs' sums.
-    Autocast is off: each backward computes in the dtypes its forward chose (amp/autocast_mode.py).
+    def capture(self, node, grad, spare: bool) -> bool:
+        """Keep the gradient of a tg.grad input; whether `grad` is still spare (the caller's array now)."""
+        if self.wanted is not None and id(node) in self.wanted:
+            self.captured[id(node)] = grad
+            return False
+        return spare
 
-    One exception to the order: a node whose class has ``backward_together`` (fused.CastTogether, autocast's
-    casts of a region's parameters) and whose input is a leaf waits, and so does that leaf; once every
-    other node is done, each such class's waiting nodes on one device run their backward together (one
-    launch for all of them), and then the waiting leaves get their gradients and run their hooks."""
-    together, waiting = {}, {}          # (class, device) -> [(node, grad)]; id(leaf) -> leaf, in the order first met
-    with set_grad_enabled(create_graph), autocast_mode.suspended():
-        for node in order:
-            if id(node) in waiting:
-                continue                                        # its gradient is complete only after the loop
-            with devices.use(node.device):                      # on a GPU: where this node lives
-                grad, spare = sums.pop(node)                    # (a slice's gradient is made full-size here)
-                if grad is None:
-                    continue
-                if wanted is not None and id(node) in wanted:
-                    captured[id(node)], spare = grad, False    # the caller's array from now on
-                if isinstance(node, Tensor):                    # a leaf
-                    if into_leaves:
-                        _into_leaf(node, grad, spare, create_graph)
-                    continue
-                if needed is not None and id(node) not in needed:
-                    continue
-                if into_leaves and not create_graph and _runs_together(node):
-                    together.setdefault((type(node), node.device), []).append((node, grad))
-                    waiting.setdefault(id(node.next_nodes[0]), node.next_nodes[0])
-                    continue
-                input_grads = _call_backward(node, grad, spare, create_graph, sums)
-                if not retain_graph:
-                    node.release()
-                made_spare = node.returns_spare_gradients or (node.hands_on_its_gradient and spare)
-                for child, shape, child_grad in zip(node.next_nodes, node.input_meta, input_grads):
-                    if child is not None and child_grad is not None:
-                        sums.add(child, child_grad, shape, spare=made_spare)
-        for (cls, device), pairs in together.items():
+    def skips(self, node, grad) -> bool:
+        """Does this node's backward not run now: off every path to a tg.grad input, or waiting to run
+        together with others of its class?"""
+        if self.needed is not None and id(node) not in self.needed:
+            return True
+        if self.into_leaves and not self.create_graph and _runs_together(node):
+            self.together.setdefault((type(node), node.device), []).append((node, grad))
+            self.waiting.setdefault(id(node.next_nodes[0]), node.next_nodes[0])
+            return True
+        return False
+
+    def run_waiting(self, sums: GradientSums, retain_graph: bool, create_graph: bool) -> None:
+        for (cls, device), pairs in self.together.items():
             nodes = [node for node, _ in pairs]
             for node in nodes:
                 node._sums_in_backward = sums                   # for gradient_slot, as in _call_backward
@@ -120,13 +154,13 @@ def _visit(order, sums, wanted, needed, captured, retain_graph, create_graph, in
                 for node in nodes:
                     del node._sums_in_backward
             for node, child_grad in zip(nodes, input_grads):
-                sums.add(node.next_nodes[0], child_grad, node.input_meta[0], spare=cls.returns_spare_gradients)
+                sums.add(node.next_nodes[0], child_grad, node.input_shapes[0], spare=cls.backward_returns_spare)
                 if not retain_graph:
                     node.release()
-        for leaf in waiting.values():
+        for leaf in self.waiting.values():
             with devices.use(leaf.device):
                 grad, spare = sums.pop(leaf)
-                _into_leaf(leaf, grad, spare, create_graph)
+                _accumulate_into_leaf(leaf, grad, spare, create_graph)
 
 
 def _runs_together(node) -> bool:
@@ -134,14 +168,6 @@ def _runs_together(node) -> bool:
     backward is not recorded? A node whose class has backward_together and whose input is a leaf."""
     return not isinstance(node, Tensor) and type(node).backward_together is not None \
         and isinstance(node.next_nodes[0], Tensor)
-
-
-def _into_leaf(leaf: Tensor, grad: Tensor, spare: bool, create_graph: bool) -> None:
-    """A leaf's gradient for this backward, complete: added into its .grad, then its post-accumulate hooks."""
-    _accumulate_into_leaf(leaf, grad, spare, create_graph)
-    hooks = _post_accumulate_grad_hooks.get(id(leaf)) if _post_accumulate_grad_hooks else None
-    for hook in list(hooks.values()) if hooks else ():
-        hook(leaf)
 
 
 # ----------------------------------------------------------------------------- hooks
@@ -174,6 +200,19 @@ def register_post_accumulate_grad_hook(leaf: Tensor, hook) -> RemovableHandle:
     return handle
 
 
+@contextlib.contextmanager
+def _then_queued_callbacks():
+    """Around a backward: then the callbacks that its hooks queued run, in order (not if it failed)."""
+    _queued_callbacks.append([])
+    try:
+        yield
+        queued = _queued_callbacks[-1]
+    finally:
+        _queued_callbacks.pop()
+    for callback in queued:
+        callback()
+
+
 def queue_callback(callback) -> None:
     """Run callback() once the backward now running has finished (call it from a hook)."""
     if not _queued_callbacks:
@@ -189,14 +228,14 @@ def _call_backward(node, grad: Tensor, spare: bool, create_graph: bool, sums: Gr
                            "backward twice.")
     if create_graph and node.composition is not None:
         return _differentiate_composition(node, grad)
-    node.grad_is_spare = spare
+    node.grad_output_is_spare = spare
     node._sums_in_backward = sums
     try:
         input_grads = node.backward(grad)
     finally:
         del node._sums_in_backward          # back to the class's None; release() keeps no trace of it
     input_grads = input_grads if isinstance(input_grads, tuple) else (input_grads,)
-    if gradient_sums.CHECK_SPARE and (node.returns_spare_gradients or (node.hands_on_its_gradient and spare)):
+    if gradient_sums.CHECK_SPARE and (node.backward_returns_spare or (node.hands_on_its_gradient and spare)):
         gradient_sums.check_spare(node, grad, spare, input_grads)
     return input_grads
 
@@ -267,13 +306,17 @@ def _root_gradients(outputs, grad_outputs) -> list:
 
 
 def _accumulate_into_leaf(leaf: Tensor, grad: Tensor, spare: bool, create_graph: bool) -> None:
-    """PyTorch's rule: leaf gradients add up across backward calls until someone zeroes them."""
+    """A leaf's gradient for this backward, complete: added into its .grad by PyTorch's rule (leaf gradients
+    add up across backward calls until someone zeroes them), then its post-accumulate hooks run."""
     if leaf.grad is None:
         leaf.grad = grad if spare else grad.clone()      # never an alias of another gradient or the caller's
     elif create_graph or leaf.grad.requires_grad:
         leaf.grad = leaf.grad + grad                      # recorded: keep the graph of each intact
     else:
         leaf.grad.data += grad.data                       # in place: no new buffer for every micro-batch
+    hooks = _post_accumulate_grad_hooks.get(id(leaf)) if _post_accumulate_grad_hooks else None
+    for hook in list(hooks.values()) if hooks else ():
+        hook(leaf)
 
 
 def backward(outputs, grad_outputs=None, retain_graph=None, create_graph=False) -> None:
@@ -302,4 +345,3 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                "pass allow_unused=True to get None for it")
         results.append(g)
     return tuple(results)
-

@@ -13,13 +13,17 @@ and compared with what ``backward`` computes.
   bisection over the elements (about 4 log2(n) more evaluations) finds one to name.
 
 Use float64 inputs: in float32 the rounding error of f swamps the eps^2 term.
+
+``fn`` is any function of tensors: an op, a composition, or a custom op's ``Fn.apply`` in either
+form of ``Function`` (passing the class itself works too). Arguments that are not tensors are
+passed through unchecked, and outputs that are not tensors are ignored, as in PyTorch.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .autograd import grad as autograd_grad
-from .tensor import Tensor
+from .tensor import Function, Tensor
 
 
 class GradcheckError(AssertionError):
@@ -28,6 +32,16 @@ class GradcheckError(AssertionError):
 
 def _as_tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _callable(fn):
+    """fn itself, or fn.apply for a Function class (Square rather than Square.apply)."""
+    return fn.apply if isinstance(fn, type) and issubclass(fn, Function) else fn
+
+
+def _outputs(result) -> tuple:
+    """The tensors among what fn returned (a custom op may return other values beside them)."""
+    return tuple(o for o in _as_tuple(result) if isinstance(o, Tensor))
 
 
 def _projection(outputs, upstream) -> float:
@@ -58,7 +72,7 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
     `inputs` are tensors; those with requires_grad=True are checked and must be float64.
     The error names the input (its position in `inputs`), the element, and both values.
     """
-    inputs = _as_tuple(inputs)
+    fn, inputs = _callable(fn), _as_tuple(inputs)
     # Positions in `inputs`, so that "input 2" in a message means fn's third argument even when
     # some arguments (integer indices, constants) are not checked.
     positions = [k for k, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
@@ -69,12 +83,12 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
         if x.dtype != np.float64:
             raise ValueError(f"gradcheck: input {k} is {x.dtype}; use float64 so that central differences are "
                              "accurate (x.double())")
-    outputs = _as_tuple(fn(*inputs))
+    outputs = _outputs(fn(*inputs))
     rng = np.random.default_rng(seed)
     upstream = [rng.standard_normal(o.shape) for o in outputs]
 
     def f() -> float:
-        return _projection(_as_tuple(fn(*inputs)), upstream)
+        return _projection(_outputs(fn(*inputs)), upstream)
 
     n_out = sum(o.numel() for o in outputs)
     full = all(x.numel() <= full_jacobian_max for x in checked) and n_out <= full_jacobian_max
@@ -150,7 +164,7 @@ def _check_full_jacobian(fn, inputs, positions, checked, outputs, eps, atol, rto
                 x.data[position] = original + step
                 try:
                     columns.append(np.concatenate([o.numpy().astype(np.float64).reshape(-1)
-                                                   for o in _as_tuple(fn(*inputs))]))
+                                                   for o in _outputs(fn(*inputs))]))
                 finally:
                     x.data[position] = original
             numerical[:, j] = (columns[0] - columns[1]) / (2 * eps)
@@ -177,13 +191,13 @@ def _check_full_jacobian(fn, inputs, positions, checked, outputs, eps, atol, rto
 def gradgradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, seed: int = 0,
                   full_jacobian_max: int = 64, raise_exception: bool = True) -> bool:
     """Check second derivatives: gradcheck the function x -> d/dx sum(u * fn(x)) built with create_graph."""
-    inputs = _as_tuple(inputs)
+    fn, inputs = _callable(fn), _as_tuple(inputs)
     checked = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
     rng = np.random.default_rng(seed + 1)
     upstream = {}
 
     def first_derivative(*xs):
-        outputs = _as_tuple(fn(*xs))
+        outputs = _outputs(fn(*xs))
         if not upstream:
             upstream["u"] = [Tensor(rng.standard_normal(o.shape), dtype=o.dtype, device=o.device) for o in outputs]
         pairs = [(o, u) for o, u in zip(outputs, upstream["u"]) if o.requires_grad]

@@ -13,7 +13,7 @@ a view of it, and a saved tensor may come back as it is. Spare are:
 * a sum made here (the first time two contributions meet, in a new array, or in a
   spare one of the two);
 * the zero-filled buffer that slice gradients are added into;
-* what a backward returns when its Function declares ``returns_spare_gradients``: arrays
+* what a backward returns when its Function declares ``backward_returns_spare``: arrays
   it has just made; and, when it declares ``hands_on_its_gradient``, its incoming gradient
   itself, returned for one input, when that was spare. ``TINYGRAD_GPU_CHECK_SPARE=1`` makes
   the engine check those promises after every such backward (``check_spare``); the test
@@ -21,7 +21,7 @@ a view of it, and a saved tensor may come back as it is. Spare are:
 
 ``pop`` says whether the total is spare, and the engine passes that on: a leaf keeps a
 spare gradient as its ``.grad`` without a copy, and a backward learns through
-``Function.grad_is_spare`` that it may compute its result in its incoming gradient.
+``Function.grad_output_is_spare`` that it may compute its result in its incoming gradient.
 When the backward is recorded (``create_graph=True``) nothing is spare: every sum is a
 Tensor op in the graph, and no array is ever written twice.
 
@@ -36,7 +36,13 @@ import os
 
 from . import device as devices
 
-CHECK_SPARE = os.environ.get("TINYGRAD_GPU_CHECK_SPARE", "0").lower() not in ("0", "", "false", "no", "off")
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "0").lower() not in ("0", "", "false", "no", "off")
+
+
+CHECK_SPARE = _flag("TINYGRAD_GPU_CHECK_SPARE")
+PLAIN = _flag("TINYGRAD_GPU_PLAIN_SUMS")
 
 
 def sum_to_shape(grad, shape: tuple):
@@ -68,7 +74,22 @@ def _dense(grad):
 
 
 class GradientSums:
-    """The gradient of each node so far (keyed by the node's id), and which of them are spare."""
+    """The gradient of each node so far (keyed by the node's id), and which of them are spare.
+
+    What it does, written plainly (and run so, with nothing spare, when ``plain`` is True, or
+    ``TINYGRAD_GPU_PLAIN_SUMS=1``; tests/test_gradient_sums.py checks that a GPT's gradients agree):
+
+        def add(self, node, grad, shape):
+            grad = sum_to_shape(grad, shape)
+            self.sums[id(node)] = grad if id(node) not in self.sums else self.sums[id(node)] + grad
+
+        def pop(self, node):
+            return self.sums.pop(id(node), None), False          # (the total, never spare)
+
+    Everything else below saves copies: in-place adds into spare arrays, slices kept sparse, places
+    in one array for the parameters' gradients (slot), and sums a kernel takes over (take).
+    """
+    plain = PLAIN
 
     def __init__(self, recorded: bool, wanted: set = None):
         self.recorded = recorded       # create_graph: sums are recorded ops, never in place
@@ -84,6 +105,10 @@ class GradientSums:
     def add(self, node, grad, shape: tuple = None, spare: bool = False) -> None:
         """Add `grad` (a Tensor or a SliceGradient) into the gradient of `node`, whose output has
         `shape`: a gradient of the broadcast shape is summed back to it first."""
+        if self.plain:
+            grad = sum_to_shape(_dense(grad), shape) if shape is not None else _dense(grad)
+            self.sums[id(node)] = grad if id(node) not in self.sums else self.sums[id(node)] + grad
+            return
         if shape is not None and not isinstance(grad, SliceGradient):
             grad = sum_to_shape(grad, shape)
         key, spare = id(node), spare and not self.recorded
@@ -118,7 +143,7 @@ class GradientSums:
         (Function.take_gradient_so_far): (a Tensor, whether it is spare). (None, False), and the sum stays,
         unless it is a plain array of `shape` and `dtype` and nothing is recorded."""
         grad = self.sums.get(id(node))
-        if self.recorded or grad is None or isinstance(grad, SliceGradient) or grad.shape != shape \
+        if self.plain or self.recorded or grad is None or isinstance(grad, SliceGradient) or grad.shape != shape \
                 or grad.dtype != dtype:
             return None, False
         return self.pop(node)
@@ -131,7 +156,7 @@ class GradientSums:
         leaves' apart from the casts'), and each gets a view of it. So a step's parameter gradients are one
         allocation, not one each (and, as views of one array, lie end to end in memory)."""
         meta = self.placeable.get(id(node))
-        if meta is None or id(node) in self.sums or meta[:2] != (tuple(shape), dtype):
+        if self.plain or meta is None or id(node) in self.sums or meta[:2] != (tuple(shape), dtype):
             return None
         if id(node) not in self.slots:
             device = meta[2]
@@ -149,6 +174,8 @@ class GradientSums:
     def pop(self, node):
         """(the total gradient of `node` as a Tensor, whether it is spare), or (None, False)."""
         grad = self.sums.pop(id(node), None)
+        if self.plain:
+            return grad, False
         if isinstance(grad, SliceGradient):
             return grad.dense(), True               # a zero-filled buffer made just now
         spare = id(node) in self.spare
@@ -172,7 +199,7 @@ def _arrays_in(value) -> list:
 
 
 def check_spare(node, incoming, incoming_is_spare: bool, grads) -> None:
-    """Raise if a backward that declares its gradients spare (returns_spare_gradients, or hands_on_its_gradient
+    """Raise if a backward that declares its gradients spare (backward_returns_spare, or hands_on_its_gradient
     with a spare incoming gradient) returned an array that someone else holds: its incoming gradient (unless
     that was spare itself), anything the node keeps (its saved tensors and inputs, arrays from the forward), or
     another of the gradients it returned."""
@@ -184,7 +211,7 @@ def check_spare(node, incoming, incoming_is_spare: bool, grads) -> None:
         others = held + [(f"its gradient for input {j}", other) for j, other in returned[n + 1:]]
         for what, other in others:
             if xp.shares_memory(array, other):
-                declared = "returns_spare_gradients" if node.returns_spare_gradients else "hands_on_its_gradient"
+                declared = "backward_returns_spare" if node.backward_returns_spare else "hands_on_its_gradient"
                 raise RuntimeError(f"{node!r} declares {declared}, but its gradient for input {i} "
                                    f"shares memory with {what}: it is not spare, and the engine would write "
                                    "into it. Return a new array, or drop the declaration.")

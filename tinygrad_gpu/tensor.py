@@ -84,13 +84,17 @@ class Function:
     with forward's arguments. When a graph of the backward is wanted, the engine
     differentiates that composition instead (``autograd._differentiate_composition``), so
     no Function writes its backward twice.
+
+    PyTorch's form works too: ``@staticmethod forward(ctx, *args)`` on Tensors, run without
+    recording, and ``@staticmethod backward(ctx, *grads)``, called through ``Fn.apply(...)``
+    (``ops/custom_function.py``). ``__init_subclass__`` tells the forms apart once per class.
     """
 
     saves_output = False          # set True when backward needs the forward's result
     composition = None            # the op as Tensor ops, for Functions whose backward works on arrays
     # Set True when backward, run without a graph, returns only arrays it has just made: spare arrays,
     # which the engine may add into and a leaf may keep without a copy (gradient_sums.py explains).
-    returns_spare_gradients = False
+    backward_returns_spare = False
     # Set True when backward returns its incoming gradient itself (the Tensor it was given) for one input and
     # arrays it has just made for the others: then they are all spare when the incoming one was (a residual
     # add hands its gradient on to the residual stream, where a layer norm may write its own into it).
@@ -98,10 +102,10 @@ class Function:
     # The engine sets this just before backward: True when the incoming gradient is spare, so that
     # backward may compute its result in that array instead of a new one (the fused ops hand it on to
     # their kernels' launchers as a *_is_spare argument).
-    grad_is_spare = False
+    grad_output_is_spare = False
     # A staticmethod backward_together(nodes, grads) -> [grad of each node's input]: the backward of several nodes
-    # of this class at once, made by the engine for those whose input is a leaf (autograd._visit says when). Such
-    # a class keeps its output's shape and dtype in input_meta[0] and out_dtype (among the fields release()
+    # of this class at once, made by the engine for those whose input is a leaf (autograd._Scope says when). Such
+    # a class keeps its output's shape and dtype in input_shapes[0] and out_dtype (among the fields release()
     # keeps): the engine makes its gradient a place (gradient_slot) before the backward starts.
     backward_together = None
     float_only = False            # set True when integer inputs must be computed as floats (division)
@@ -112,11 +116,21 @@ class Function:
     _sums_in_backward = None
     # Kept by release(): the graph's shape. input_dtypes is read by viz.py, which draws a graph (even a used one),
     # and by Cast's backward.
-    _ENGINE_FIELDS = ("next_nodes", "input_meta", "input_dtypes", "needs_input_grad", "recording", "freed", "device",
-                      "grad_is_spare", "sequence_nr")
+    _ENGINE_FIELDS = ("next_nodes", "input_shapes", "input_dtypes", "needs_input_grad", "recording", "freed", "device",
+                      "grad_output_is_spare", "sequence_nr")
     # How many nodes have been recorded: each takes the next number as its sequence_nr (PyTorch's name), so that
     # tg.utils.checkpoint can tell the nodes a function made from those made before it.
     recorded = 0
+
+    def __init_subclass__(cls, **kwargs):
+        """Once per subclass, never per call: a staticmethod forward is PyTorch's form, which gets an apply of its
+        own (ops/custom_function.py); the array form keeps the apply below."""
+        super().__init_subclass__(**kwargs)
+        from .ops import custom_function
+        if custom_function.uses_pytorch_form(cls):
+            custom_function.prepare(cls)
+        else:
+            custom_function.check_our_form(cls)
 
     @classmethod
     def apply(cls, *inputs: Tensor, **options) -> Tensor:
@@ -130,6 +144,7 @@ class Function:
         ctx.recording = _GradMode.enabled and any(t.requires_grad for t in inputs)
         with devices.use(device):            # on a GPU, the op runs (and allocates) where its inputs live
             out = ctx.forward(*inputs, **options)
+        # Where the result lives: the inputs' device, except for a copy to another (movement.ToDevice sets it).
         out_device = getattr(ctx, "out_device", device)
         if ctx.recording and out.dtype.kind != "f" and out.dtype != dtypes.bfloat16:
             ctx.recording = False      # integer and bool results (x.long(), argmax) carry no gradient
@@ -138,7 +153,7 @@ class Function:
         ctx.next_nodes = tuple(t._node() for t in inputs)
         ctx.sequence_nr, Function.recorded = Function.recorded, Function.recorded + 1
         ctx.needs_input_grad = tuple(node is not None for node in ctx.next_nodes)
-        ctx.input_meta = tuple(t.shape for t in inputs)
+        ctx.input_shapes = tuple(t.shape for t in inputs)
         ctx.input_dtypes = tuple(t.data.dtype for t in inputs)
         ctx.freed = False
         if cls.saves_output:
@@ -185,7 +200,7 @@ class Function:
         sums, child = self._sums_in_backward, self.next_nodes[i]
         if sums is None or child is None:
             return None, False
-        return sums.take(child, self.input_meta[i], self.input_dtypes[i])
+        return sums.take(child, self.input_shapes[i], self.input_dtypes[i])
 
     def gradient_slot(self, i: int):
         """Where this backward may write input i's gradient, or None: when input i is a leaf whose .grad this
@@ -196,7 +211,7 @@ class Function:
         sums, child = self._sums_in_backward, self.next_nodes[i]
         if sums is None or child is None:
             return None
-        return sums.slot(child, self.input_meta[i], self.input_dtypes[i])
+        return sums.slot(child, self.input_shapes[i], self.input_dtypes[i])
 
     def input_is_wanted(self, i: int) -> bool:
         """Does the backward running now want input i's own gradient (tg.grad(..., inputs=[it]))? For an op

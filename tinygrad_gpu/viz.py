@@ -13,7 +13,7 @@ forward pass: inputs -> op -> output. ``backward`` walks them the other way.
 
 What the graph remembers is all there is to draw: each ``Function`` keeps where its
 inputs came from (``next_nodes``: another Function, a leaf tensor that requires grad, or
-None for a tensor that carries no gradient) and their shapes and dtypes (``input_meta``,
+None for a tensor that carries no gradient) and their shapes and dtypes (``input_shapes``,
 ``input_dtypes``). An intermediate tensor is not kept anywhere, so its box is drawn from
 what its consumer recorded about it. A tensor that carries no gradient (a constant, an
 integer target, anything made under ``no_grad``) is not linked to the graph at all, so it
@@ -78,7 +78,7 @@ def to_dot(tensor: Tensor, number_backward: bool = False) -> str:
         label = f"#{step} {op.op_name()}" if number_backward else op.op_name()
         lines.append(f"  {op_name} [shape=ellipse, label={_quoted(label)}];")
         lines.append(f"  {op_name} -> {names[id(op)]};")
-        for child, shape, dtype in zip(op.next_nodes, op.input_meta, op.input_dtypes):
+        for child, shape, dtype in zip(op.next_nodes, op.input_shapes, op.input_dtypes):
             if child is None:                                   # carries no gradient: not in the graph
                 source = add_tensor_box(f"{_describe(shape, dtype)}\nrequires_grad=False")
             elif id(child) in names:                            # a tensor already drawn (used twice)

@@ -46,7 +46,7 @@ On emu and cuda the parameters' casts are made together: a training loop's regio
 parameters step after step, so the first time a region meets a parameter that the last region cast,
 it casts every parameter the last region cast (those still alive) in one launch (``fused.casts_together``),
 and the backward casts their gradients back in one launch too (the engine gathers them:
-``autograd._visit``). The numbers are the one-by-one casts'. (A parameter changed in place in the middle
+``autograd._Scope``). The numbers are the one-by-one casts'. (A parameter changed in place in the middle
 of a region, under no_grad, after the first of them was met would keep its earlier value there.)
 
 This module holds the state and the casting rules; the ops call ``low_precision``, ``float32``

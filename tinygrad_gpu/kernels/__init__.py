@@ -18,6 +18,7 @@ works, why it is numerically safe.
     multi_tensor.cu        one launch for a list of tensors: global grad norm + clip coefficient, scale, Adam/AdamW,
                            float32 <-> 16-bit casts
     index_check.cu         are all indices in range? one flag on the GPU (deferred_checks.check_range)
+    philox.cu              counter-based random numbers (Philox4x32-10): uniform and normal float32 draws
     block_reduce.h         warp and block sums/maxima shared by the row kernels
     adamw.h                one element of an Adam/AdamW step, shared by adamw.cu and multi_tensor.cu
     philox.h               the Philox4x32-10 rounds, shared by philox.cu and the kernels that draw numbers
@@ -29,6 +30,16 @@ with less memory traffic (``cpu_paths.py`` says which, and how to force one).  T
 live in ``tinygrad_gpu/ops/fused.py``; ``nn.functional`` routes to those.  ``with
 kernels.fused(False):`` (or ``TINYGRAD_GPU_FUSED=0``) turns the routing off, so the same ops
 run as compositions of Tensor ops, for comparison.
+
+Each fused op is defined four times, and each module's docstring opens by saying where: its
+``composition`` in ``ops/fused.py`` (Tensor ops: what ``create_graph=True`` differentiates, and what
+``kernels.fused(False)`` runs); the ``reference_*`` functions in its ``.py`` here (NumPy formulas, the
+definition of correct: the cpu runs them with ``TINYGRAD_GPU_CPU_KERNELS=reference``); the ``.cu`` kernel
+(``cuda`` and ``emu``); and its cpu versions in ``compiled_cpu.py`` and ``fast_cpu.py``.
+
+A launcher argument ``<array>_is_spare=True`` (``dout_is_spare``, ``x_is_spare``, ...) says that nobody
+else holds that array, so the result may be written into it (``gradient_sums.py`` explains spare arrays);
+a backward launcher's incoming gradient is always ``dout``.
 
 The kernel modules load on first use (``kernels.gelu`` imports ``gelu.py`` when it is first
 named), so that ``import tinygrad_gpu`` stays quick and compiles nothing.

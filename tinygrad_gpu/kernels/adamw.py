@@ -1,4 +1,6 @@
-"""One Adam/AdamW step for one parameter tensor, in place: adamw.cu, its NumPy reference, its launcher.
+"""AdamW, three ways (a step is never differentiated: no composition): reference_* · adamw.cu · *_cpu.py (cpu).
+
+One Adam/AdamW step for one parameter tensor, in place: the NumPy reference and the launcher.
 
 The optimizers (tinygrad_gpu.optim) call ``adamw_update`` once per parameter per step:
 

@@ -1,5 +1,7 @@
-"""Causal self-attention in one kernel per direction (two for the backward): causal_attention.cu, its
-NumPy reference, its launcher.
+"""Causal attention: CausalAttention.composition (ops/fused.py; the cpu's) · reference_* · causal_attention.cu.
+
+Causal self-attention in one kernel per direction (two for the backward): the NumPy reference and the
+launcher.
 
 q, k, v: (..., L, E) with the same leading (batch) dimensions and L == S; every leading dimension but the
 last is a batch, the last is the head (a 3-D input has one batch; a 2-D one, one of each). The kernels

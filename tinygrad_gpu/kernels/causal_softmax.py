@@ -1,5 +1,7 @@
-"""The softmax of causal attention (scale, mask j > i, normalise): causal_softmax.cu, its NumPy
-reference, its launcher.  scores: (..., L, S); probs has the same shape.
+"""Causal softmax: CausalAttention.composition (ops/fused.py) · reference_* · causal_softmax.cu · *_cpu.py (cpu).
+
+The softmax of causal attention (scale, mask j > i, normalise): the NumPy reference and the launcher.
+scores: (..., L, S); probs has the same shape.
 """
 from __future__ import annotations
 
@@ -51,21 +53,21 @@ def _rows(kernel: str, device: str, out_like, inputs, scale: float):
     return out
 
 
-def forward(scores, scale: float, device: str, scores_are_spare: bool = False):
-    """scores_are_spare: nobody else holds scores, and the CPU computes the probabilities in it."""
+def forward(scores, scale: float, device: str, scores_is_spare: bool = False):
+    """scores_is_spare: nobody else holds scores, and the CPU computes the probabilities in it."""
     cpu = cpu_paths.cpu_kernels(device, scores)
     if cpu:
-        return cpu.causal_softmax_forward(scores, scale, scores_are_spare)
+        return cpu.causal_softmax_forward(scores, scale, scores_is_spare)
     if not runtime.use_kernel(device, scores, half=True):
         return reference_forward(scores, scale)
     return _rows("causal_softmax_forward", device, scores, [scores], scale)
 
 
-def backward(probs, dprobs, scale: float, device: str, dprobs_are_spare: bool = False):
-    """dprobs_are_spare: nobody else holds dprobs, and the CPU computes the result in it."""
-    cpu = cpu_paths.cpu_kernels(device, probs, dprobs)
+def backward(probs, dout, scale: float, device: str, dout_is_spare: bool = False):
+    """dout_is_spare: nobody else holds dout, and the CPU computes the result in it."""
+    cpu = cpu_paths.cpu_kernels(device, probs, dout)
     if cpu:
-        return cpu.causal_softmax_backward(probs, dprobs, scale, dprobs_are_spare)
-    if not runtime.use_kernel(device, probs, dprobs, half=True):
-        return reference_backward(probs, dprobs, scale)
-    return _rows("causal_softmax_backward", device, probs, [probs, dprobs], scale)
+        return cpu.causal_softmax_backward(probs, dout, scale, dout_is_spare)
+    if not runtime.use_kernel(device, probs, dout, half=True):
+        return reference_backward(probs, dout, scale)
+    return _rows("causal_softmax_backward", device, probs, [probs, dout], scale)

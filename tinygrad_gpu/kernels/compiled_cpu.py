@@ -219,12 +219,12 @@ def _multiply_into(a, b, out):
         out[i] = a[i] * b[i]
 
 
-def gelu_backward_from_slope(slope, dy, dtype, dy_is_spare: bool = False):
-    """dx = slope dy, in dy's memory when it is spare."""
-    if dy.dtype != slope.dtype or not dy.flags.c_contiguous:
-        return (slope * dy).astype(dtype, copy=False)
-    dx = dy if dy_is_spare else np.empty_like(dy)
-    _run(_multiply_into, dy.size, slope.reshape(-1), dy.reshape(-1), dx.reshape(-1))
+def gelu_backward_from_slope(slope, dout, dtype, dout_is_spare: bool = False):
+    """dx = slope dout, in dout's memory when it is spare."""
+    if dout.dtype != slope.dtype or not dout.flags.c_contiguous:
+        return (slope * dout).astype(dtype, copy=False)
+    dx = dout if dout_is_spare else np.empty_like(dout)
+    _run(_multiply_into, dout.size, slope.reshape(-1), dout.reshape(-1), dx.reshape(-1))
     return dx.astype(dtype, copy=False)
 
 
@@ -389,12 +389,12 @@ def _causal_softmax_forward_rows(scores, out, L, parts, own_exp, c):
                 out[row, j] = zero
 
 
-def causal_softmax_forward(scores, scale: float, scores_are_spare: bool = False):
+def causal_softmax_forward(scores, scale: float, scores_is_spare: bool = False):
     """Into scores itself when it is spare (each row's scores are read before its probabilities are written)."""
     dtype, (L, S) = scores.dtype, scores.shape[-2:]
     work = working_dtype(dtype)
     z = np.ascontiguousarray(scores, work)
-    out = z if scores_are_spare or z is not scores else np.empty_like(z)
+    out = z if scores_is_spare or z is not scores else np.empty_like(z)
     if z.size:
         rows = z.size // S
         _run(_causal_softmax_forward_rows, z.size, z.reshape(rows, S), out.reshape(rows, S), L,
@@ -415,11 +415,11 @@ def _causal_softmax_backward_rows(probs, dprobs, out, c):
             out[row, j] = scale * probs[row, j] * (dprobs[row, j] - dot)
 
 
-def causal_softmax_backward(probs, dprobs, scale: float, dprobs_are_spare: bool = False):
+def causal_softmax_backward(probs, dout, scale: float, dout_is_spare: bool = False):
     dtype, S = probs.dtype, probs.shape[-1]
     work = working_dtype(dtype)
-    p, dp = np.ascontiguousarray(probs, work), np.ascontiguousarray(dprobs, work)
-    out = dp if dprobs_are_spare or dp is not dprobs else np.empty_like(dp)
+    p, dp = np.ascontiguousarray(probs, work), np.ascontiguousarray(dout, work)
+    out = dp if dout_is_spare or dp is not dout else np.empty_like(dp)
     if p.size:
         _run(_causal_softmax_backward_rows, p.size, p.reshape(-1, S), dp.reshape(-1, S), out.reshape(-1, S),
                                       _constants(work, 0, 1, scale))

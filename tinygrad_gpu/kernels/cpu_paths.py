@@ -6,7 +6,9 @@
   default without numba);
 * "reference": each kernel file's ``reference_*`` formulas, the definition of correct, and the slowest.
 
-``TINYGRAD_GPU_CPU_KERNELS=compiled|numpy|reference`` forces one. Both fast modules have the same
+``TINYGRAD_GPU_CPU_KERNELS=compiled|numpy|reference`` forces one. It is read at every launch, not at import,
+so a program (or a test, with monkeypatch.setenv) may change it in os.environ as it runs; an op whose forward
+and backward straddle a change takes, in each direction, the path then named. Both fast modules have the same
 functions with the same contract, so a launcher asks ``cpu_kernels`` for the module and calls it; an op that
 only the compiled path speeds up (cross-entropy) asks ``compiled_kernels``.
 """

@@ -1,4 +1,6 @@
-"""Softmax cross-entropy over rows of logits: cross_entropy.cu, its NumPy reference, its launcher.
+"""Cross-entropy: CrossEntropyRows.composition (ops/fused.py) · reference_* · cross_entropy.cu · compiled_cpu.py.
+
+Softmax cross-entropy over rows of logits: the NumPy reference and the launcher.
 
 ``forward(logits, targets, ...)`` returns each row's loss and log-sum-exp (saved for the
 backward); ``backward(...)`` returns dlogits.  logits: (N, C) float; targets: (N,) integer.

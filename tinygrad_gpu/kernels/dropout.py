@@ -1,4 +1,6 @@
-"""Dropout with its mask drawn inside the kernel: dropout.cu, its NumPy reference, its launcher.
+"""Dropout: Dropout.composition (ops/fused.py) · reference_* (also the cpu's) · dropout.cu (cuda, emu).
+
+Dropout with its mask drawn inside the kernel: the NumPy reference and the launcher.
 
 ``multiply(x, p, seed, offset, device)`` is x * keep, keep = 1 / (1 - p) where the Philox uniform at
 counter offset + i is >= p, else 0; the forward multiplies x by it, the backward the output's
@@ -38,7 +40,7 @@ def reference_keep(n: int, p: float, seed: int, offset: int, dtype, scale=None, 
     return xp.where(kept, scale, 0.0).astype(runtime.working_dtype(dtype))
 
 
-def reference(x, p: float, seed: int, offset: int, scale=None, dtype=None):
+def reference_multiply(x, p: float, seed: int, offset: int, scale=None, dtype=None):
     """x * keep in `dtype`, by default x's (x of any shape; element i in C order reads counter offset + i).
     scale: the kept elements' factor, by default scale_of(p, dtype), what the launcher gives the kernel."""
     xp, dtype = runtime.array_module_of(x), x.dtype if dtype is None else np.dtype(dtype)
@@ -49,7 +51,7 @@ def reference(x, p: float, seed: int, offset: int, scale=None, dtype=None):
 
 def reference_add(residual, x, p: float, seed: int, offset: int, scale=None):
     """residual + x * keep: the dropout rounded to x's dtype, then added in float32 (residual float32)."""
-    return residual + reference(x, p, seed, offset, scale).astype(residual.dtype)
+    return residual + reference_multiply(x, p, seed, offset, scale).astype(residual.dtype)
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -67,7 +69,7 @@ def multiply(x, p: float, seed: int, offset: int, device: str, x_is_spare: bool 
     else:
         raise ValueError(f"dropout.multiply: a {x.dtype} x gives {x.dtype}, or float32 a 16-bit float, not {dtype}")
     if not runtime.use_kernel(device, x, half=True):
-        return reference(x, p, seed, offset, scale_of(p, dtype), dtype)
+        return reference_multiply(x, p, seed, offset, scale_of(p, dtype), dtype)
     xp = devices.array_module(device)
     x = runtime.contiguous(xp, x)
     out = x if x_is_spare and dtype == x.dtype else xp.empty(x.shape, dtype)   # a copy made by contiguous() is spare too

@@ -1,6 +1,7 @@
-"""Embedding backward (scatter-add of gradient rows by token id): embedding_backward.cu, its
-NumPy reference, its launcher.  ids: (tokens,) integers; dout: (tokens, dim); returns
-dweight: (n_embeddings, dim).
+"""Embedding backward: weight[ids]'s backward (plain) · reference_* · embedding_backward.cu · *_cpu.py (cpu).
+
+The scatter-add of gradient rows by token id: the NumPy reference and the launcher.
+ids: (tokens,) integers; dout: (tokens, dim); returns dweight: (n_embeddings, dim).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from . import cpu_paths, runtime
 FILE = "embedding_backward.cu"
 
 
-def reference(ids, dout, n_embeddings: int):
+def reference_embedding_backward(ids, dout, n_embeddings: int):
     """Row i of dweight is the sum of the rows of dout whose id is i: add.at accumulates repeated ids,
     where a plain dweight[ids] += dout would keep only one of them."""
     xp = runtime.array_module_of(dout)
@@ -33,7 +34,7 @@ def embedding_backward(ids, dout, n_embeddings: int, device: str):
     if cpu:
         return cpu.embedding_backward(ids, dout, n_embeddings)
     if not runtime.use_kernel(device, dout):
-        return reference(ids, dout, n_embeddings)
+        return reference_embedding_backward(ids, dout, n_embeddings)
     xp = devices.array_module(device)
     ids, dout = runtime.contiguous(xp, ids, np.int64), runtime.contiguous(xp, dout, np.float32)
     tokens, dim = dout.shape

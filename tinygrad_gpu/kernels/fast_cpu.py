@@ -112,9 +112,9 @@ def gelu_forward_and_slope(x, k: float, c: float):
     return out.reshape(x.shape).astype(x.dtype, copy=False), slope.reshape(x.shape)
 
 
-def gelu_backward_from_slope(slope, dy, dtype, dy_is_spare: bool = False):
-    """dx = slope dy, in dy's memory when it is spare."""
-    dx = np.multiply(slope, dy, out=dy if dy_is_spare and dy.dtype == slope.dtype else None)
+def gelu_backward_from_slope(slope, dout, dtype, dout_is_spare: bool = False):
+    """dx = slope dout, in dout's memory when it is spare."""
+    dx = np.multiply(slope, dout, out=dout if dout_is_spare and dout.dtype == slope.dtype else None)
     return dx.astype(dtype, copy=False)
 
 
@@ -155,22 +155,23 @@ def layernorm_backward(x, weight, mean, rstd, dout, need_params: bool = True, do
 
 
 # ----------------------------------------------------------------------------- causal softmax (causal_softmax.py)
-_causal_bias = {}
+_causal_masks = {}
 
 
-def _bias(L: int, S: int, dtype):
-    """(L, S): 0 where query i may see key j, -inf where j > i; made once per shape and dtype."""
+def _causal_mask(L: int, S: int, dtype):
+    """(L, S), added to the scores: 0 where query i may see key j, -inf where j > i; made once per shape and
+    dtype."""
     key = (L, S, str(dtype))
-    if key not in _causal_bias:
-        _causal_bias[key] = np.where(np.triu(np.ones((L, S), dtype=bool), k=1), -np.inf, 0).astype(dtype)
-    return _causal_bias[key]
+    if key not in _causal_masks:
+        _causal_masks[key] = np.where(np.triu(np.ones((L, S), dtype=bool), k=1), -np.inf, 0).astype(dtype)
+    return _causal_masks[key]
 
 
-def causal_softmax_forward(scores, scale: float, scores_are_spare: bool = False):
+def causal_softmax_forward(scores, scale: float, scores_is_spare: bool = False):
     """In one buffer: scores itself when it is spare (a new product of q and k), else a copy."""
     dtype = scores.dtype
     work = working_dtype(dtype)
-    z = scores if scores_are_spare and dtype == work else scores.astype(work)
+    z = scores if scores_is_spare and dtype == work else scores.astype(work)
     z *= scale
     # Softmax is unchanged by subtracting any number from a row; the row's max keeps exp from
     # overflowing. When every scaled score is within +-60, exp can neither overflow (e^60 ~ 1e26,
@@ -178,7 +179,7 @@ def causal_softmax_forward(scores, scale: float, scores_are_spare: bool = False)
     # passes that find and subtract each row's max, the costliest here, are skipped: two
     # reductions of the whole array cost less. A nan fails the test, and takes the rows' way.
     moderate = z.size == 0 or bool(z.min() > -60) and bool(z.max() < 60)
-    z += _bias(*scores.shape[-2:], work)
+    z += _causal_mask(*scores.shape[-2:], work)
     if not moderate:
         z -= z.max(axis=-1, keepdims=True, initial=-np.inf)   # initial=: NumPy's faster path for short rows
     np.exp(z, out=z)
@@ -186,13 +187,13 @@ def causal_softmax_forward(scores, scale: float, scores_are_spare: bool = False)
     return z.astype(dtype, copy=False)
 
 
-def causal_softmax_backward(probs, dprobs, scale: float, dprobs_are_spare: bool = False):
-    """scale p (dp - sum_j p_j dp_j), in dprobs' memory when it is spare."""
+def causal_softmax_backward(probs, dout, scale: float, dout_is_spare: bool = False):
+    """scale p (dp - sum_j p_j dp_j), in dout' memory when it is spare."""
     dtype = probs.dtype
     work = working_dtype(dtype)
     probs = probs.astype(work, copy=False)
-    dot = np.einsum("...j,...j->...", probs, dprobs.astype(work, copy=False))[..., None]
-    out = dprobs if dprobs_are_spare and dprobs.dtype == work else dprobs.astype(work)
+    dot = np.einsum("...j,...j->...", probs, dout.astype(work, copy=False))[..., None]
+    out = dout if dout_is_spare and dout.dtype == work else dout.astype(work)
     out -= dot
     out *= probs
     out *= scale

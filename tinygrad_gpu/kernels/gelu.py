@@ -1,4 +1,6 @@
-"""GELU, tanh approximation: gelu.cu, its NumPy reference, its launcher."""
+"""GELU (tanh): GeluTanh.composition (ops/fused.py) · reference_* · gelu.cu (cuda, emu) · *_cpu.py (cpu).
+
+This file holds the reference and the launcher; kernels/__init__.py says when each definition runs."""
 from __future__ import annotations
 
 import math
@@ -6,7 +8,7 @@ import math
 import numpy as np
 
 from .. import device as devices
-from . import cpu_paths, fast_cpu, runtime
+from . import cpu_paths, runtime
 
 FILE = "gelu.cu"
 K, C = math.sqrt(2 / math.pi), 0.044715
@@ -70,13 +72,12 @@ def forward_keeping_slope(x, device: str):
     return forward(x, device), None
 
 
-def backward(x, dy, device: str, slope=None, dy_is_spare: bool = False):
-    """dx for the output's gradient dy; `slope` is what forward_keeping_slope() kept, if anything. dy_is_spare:
-    nobody else holds dy, and dx is computed in it (a copy made by contiguous() is spare too)."""
-    if slope is not None:
-        cpu = cpu_paths.cpu_kernels(device) or fast_cpu      # (fast_cpu's if the switch changed since the forward)
-        return cpu.gelu_backward_from_slope(slope, dy, x.dtype, dy_is_spare)
-    if not runtime.use_kernel(device, x, dy, half=True):
-        return reference_backward(x, dy)
-    return _elementwise("gelu_backward", device, x, dy, into_last=dy_is_spare)
-
+def backward(x, dout, device: str, slope=None, dout_is_spare: bool = False):
+    """dx for the output's gradient dout; `slope` is what forward_keeping_slope() kept, if anything. dout_is_spare:
+    nobody else holds dout, and dx is computed in it (a copy made by contiguous() is spare too)."""
+    cpu = None if slope is None else cpu_paths.cpu_kernels(device)
+    if cpu:          # (switched to the reference since the forward: the slope is recomputed, below)
+        return cpu.gelu_backward_from_slope(slope, dout, x.dtype, dout_is_spare)
+    if not runtime.use_kernel(device, x, dout, half=True):
+        return reference_backward(x, dout)
+    return _elementwise("gelu_backward", device, x, dout, into_last=dout_is_spare)

@@ -15,7 +15,7 @@ FILE = "index_check.cu"
 ENTRY_POINTS = {np.dtype(np.int64): "index_check", np.dtype(np.int32): "index_check_i32"}
 
 
-def reference(ids, high: int, ignore, found) -> None:
+def reference_index_check(ids, high: int, ignore, found) -> None:
     """index_check.cu's flag, as its composition computes it: found = 1 if any id is bad, else unchanged."""
     bad = (ids < 0) | (ids >= high)
     if ignore is not None:
@@ -33,7 +33,7 @@ def index_check(ids, high: int, ignore, found, device: str) -> None:
     if found.dtype != np.uint32 or found.shape != ():
         raise ValueError(f"index_check: found must be a 0-d uint32 array, got {found.dtype} {found.shape}")
     if not kernel_takes(device, ids):
-        reference(ids, high, ignore, found)
+        reference_index_check(ids, high, ignore, found)
         return
     ids = runtime.contiguous(devices.array_module(device), ids)
     if ids.size:

@@ -9,6 +9,9 @@
 // Reference: layernorm.py (NumPy); launcher: the same file.
 //
 // Who does what
+//   layernorm_forward_naive: the first rung of a ladder (the plainest correct kernel first, the faster
+//   one beside it): one thread per row.  Slow on purpose; the launcher runs it only
+//   when asked (forward's version="naive"), for reading and for benchmarks/kernels.py.  See its comment.
 //   layernorm_forward, layernorm_backward: one block per row (blockIdx.x = row); thread k
 //   handles elements k, k + blockDim.x, ... of the row (coalesced loads).  The row sums are
 //   block reductions (block_reduce.h).
@@ -79,6 +82,51 @@
 #include "block_reduce.h"
 #include "half_precision.h"
 
+// The naive forward: thread t of the grid (blockIdx.x * blockDim.x + threadIdx.x) owns row t and walks it
+// alone, a loop for the mean, a second for the variance, a third for the output.  The same formula and the
+// same float32 arithmetic as the block version below, so the same results up to float32 rounding (its
+// sums run left to right, the block version's in strided partial sums and a tree: not the same bits).
+// Why it is slow:
+//   - one thread does a whole row: three passes of n loads, one after another, where the block version
+//     shares each pass among up to 1024 threads and adds their partial sums in a tree of log2 steps;
+//   - its loads are not coalesced: at each step of a loop the 32 threads of a warp read 32 different
+//     rows, n values apart, so one warp-wide load touches 32 separate 32-byte sectors (each holding the
+//     thread's next few values too, which the L1 cache may or may not still hold at the next steps),
+//     where 32 neighbouring threads reading 32 neighbouring floats make one 128-byte request;
+//   - few threads in flight: one per row, so a GPT step's 16384 rows make 16384 threads, about 4 warps
+//     for each of an H200's 132 SMs, which could hold 64; while those few wait for memory, nothing else
+//     can run, and the memory latency is not hidden.
+// What the block version (layernorm_forward_row) changes: a block of threads per row, thread k taking
+// elements k, k + blockDim.x, ... (a warp's loads are neighbours: coalesced); the row sums are block
+// reductions (warp shuffles, then shared memory); and rows * blockDim.x threads in flight (16384 rows of
+// 768, 192 threads each: 3 million), enough warps to keep the memory system busy.
+template <typename T>
+__device__ void layernorm_forward_naive_row(const T* __restrict__ x, const T* __restrict__ weight,
+                                            const T* __restrict__ bias, T* __restrict__ out,
+                                            float* __restrict__ mean_out, float* __restrict__ rstd_out,
+                                            int n_rows, int n, float eps) {
+    const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= n_rows) return;                         // the last block's spare threads
+    const T* xr = x + row * n;
+    float sum = 0.0f;
+    for (int c = 0; c < n; ++c) sum += load_float(xr + c);
+    const float mean = sum / n;
+    float squares = 0.0f;
+    for (int c = 0; c < n; ++c) {
+        const float d = load_float(xr + c) - mean;
+        squares += d * d;
+    }
+    const float rstd = rsqrtf(squares / n + eps);
+    T* o = out + row * n;
+    for (int c = 0; c < n; ++c) {
+        const float y = (load_float(xr + c) - mean) * rstd * load_float(weight + c);
+        store_float(o + c, bias ? y + load_float(bias + c) : y);
+    }
+    mean_out[row] = mean;
+    rstd_out[row] = rstd;
+}
+
+// The block version: one block per row, the row's sums by block reductions.
 template <typename T, typename TO>
 __device__ void layernorm_forward_row(const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
                                       TO* __restrict__ out, float* __restrict__ mean_out, float* __restrict__ rstd_out,
@@ -269,6 +317,14 @@ extern "C" __global__ void layernorm_forward(const float* __restrict__ x, const 
     layernorm_forward_row(x, weight, bias, out, mean_out, rstd_out, n, eps);
 }
 
+// Launch with gridDim.x * blockDim.x >= n_rows (one thread per row), in every dtype.
+extern "C" __global__ void layernorm_forward_naive(const float* __restrict__ x, const float* __restrict__ weight,
+                                                   const float* __restrict__ bias, float* __restrict__ out,
+                                                   float* __restrict__ mean_out, float* __restrict__ rstd_out,
+                                                   int n_rows, int n, float eps) {
+    layernorm_forward_naive_row(x, weight, bias, out, mean_out, rstd_out, n_rows, n, eps);
+}
+
 extern "C" __global__ void layernorm_backward(const float* __restrict__ x, const float* __restrict__ weight,
                                               const float* __restrict__ mean, const float* __restrict__ rstd,
                                               const float* dout, const float* dx_add,
@@ -311,6 +367,21 @@ extern "C" __global__ void layernorm_forward_bf16(const __nv_bfloat16* __restric
                                                   __nv_bfloat16* __restrict__ out, float* __restrict__ mean_out,
                                                   float* __restrict__ rstd_out, int n, float eps) {
     layernorm_forward_row(x, weight, bias, out, mean_out, rstd_out, n, eps);
+}
+
+extern "C" __global__ void layernorm_forward_naive_f16(const __half* __restrict__ x, const __half* __restrict__ weight,
+                                                       const __half* __restrict__ bias, __half* __restrict__ out,
+                                                       float* __restrict__ mean_out, float* __restrict__ rstd_out,
+                                                       int n_rows, int n, float eps) {
+    layernorm_forward_naive_row(x, weight, bias, out, mean_out, rstd_out, n_rows, n, eps);
+}
+
+extern "C" __global__ void layernorm_forward_naive_bf16(const __nv_bfloat16* __restrict__ x,
+                                                        const __nv_bfloat16* __restrict__ weight,
+                                                        const __nv_bfloat16* __restrict__ bias,
+                                                        __nv_bfloat16* __restrict__ out, float* __restrict__ mean_out,
+                                                        float* __restrict__ rstd_out, int n_rows, int n, float eps) {
+    layernorm_forward_naive_row(x, weight, bias, out, mean_out, rstd_out, n_rows, n, eps);
 }
 
 extern "C" __global__ void layernorm_backward_f16(const __half* __restrict__ x, const __half* __restrict__ weight,

@@ -1,4 +1,6 @@
-"""Layer norm over the last dimension: layernorm.cu, its NumPy reference, its launcher.
+"""Layer norm: LayerNormRows.composition (ops/fused.py) · reference_* · layernorm.cu (cuda, emu) · *_cpu.py (cpu).
+
+Layer norm over the last dimension: the NumPy reference and the launcher.
 
 ``forward(x, weight, bias, eps)`` -> (out, mean, rstd); ``backward(x, weight, mean, rstd,
 dout, need_params, need_bias=True)`` -> (dx, dweight, dbias).  x and dout: (rows, n); weight,
@@ -13,6 +15,13 @@ cupy/cuda/function.pyx ``_pointer``; CuPy 13 passed garbage, cupy issue #9046), 
 buffer of zeros; dweight and dbias are written, not added to, so they are not zeroed first;
 out, mean and rstd are views of one allocation (runtime.empty_together), mean and rstd the two rows of a
 (2, rows) array.
+
+The forward has two kernels, a ladder of two rungs: ``version="block"`` (the default, the one every caller
+uses: a block of threads per row, block reductions) and ``version="naive"`` (one thread per row, plain loops:
+the first rung, slow on purpose, kept for reading and for benchmarks/kernels.py's comparison; layernorm.cu's
+comment on it says why it is slow). Both compute the reference's formula and write the same outputs in the
+same dtypes; the naive one has no mixed-dtype (``out_dtype``) entry points. The version picks a kernel on emu
+and cuda; the cpu's path has one way only.
 
 The backward with the parameters' gradients is one launch (layernorm_backward_fused) where it fits: rows
 in groups of GROUP_ROWS_MIN to GROUP_ROWS_MAX, n <= FUSED_MAX_N; its workspace (the groups' column sums) and
@@ -41,6 +50,8 @@ GROUP_ROWS_MIN, GROUP_ROWS_MAX = 16, 64
 # Fewer rows than one smallest group: the fused grid would be a single block of partly idle warps that
 # does all the work alone, so the pair (one block per row, then the column sums) runs instead.
 FUSED_MIN_ROWS = GROUP_ROWS_MIN
+FORWARD_VERSIONS = ("block", "naive")     # forward's kernels: the block reduction (the default), one thread per row
+NAIVE_BLOCK = 128                         # threads per block of layernorm_forward_naive: 128 rows a block
 
 
 # ----------------------------------------------------------------------------- reference
@@ -123,12 +134,19 @@ def use_fused(rows: int, n: int, need_params: bool) -> bool:
 
 
 # ----------------------------------------------------------------------------- launcher
-def forward(x, weight, bias, eps: float, device: str, out_dtype=None):
+def forward(x, weight, bias, eps: float, device: str, out_dtype=None, version: str = "block"):
     """out_dtype: out's, by default x's; float16 or bfloat16 for float32 x, weight and bias (the mixed kernels:
-    computed as for float32, out rounded once)."""
+    computed as for float32, out rounded once). version: which kernel runs on emu and cuda, "block" (one block
+    per row) or "naive" (one thread per row; not with a mixed out_dtype); checked on every device."""
     out_dtype = x.dtype if out_dtype is None else np.dtype(out_dtype)
     if out_dtype != x.dtype and not (x.dtype == np.float32 and dtypes.is_half(out_dtype)):
         raise ValueError(f"layernorm.forward: {x.dtype} data gives {x.dtype}, or float32 a 16-bit out, not {out_dtype}")
+    if version not in FORWARD_VERSIONS:
+        raise ValueError(f"layernorm.forward: version must be one of {', '.join(map(repr, FORWARD_VERSIONS))}, "
+                         f"not {version!r}")
+    if version == "naive" and out_dtype != x.dtype:
+        raise ValueError(f"layernorm.forward: the naive kernel writes out in x's dtype ({x.dtype}), not {out_dtype}; "
+                         f"use version='block' for a mixed out_dtype")
     cpu = cpu_paths.cpu_kernels(device, x, weight, bias)
     if cpu:
         out, mean, rstd = cpu.layernorm_forward(x, weight, bias, eps)
@@ -144,9 +162,15 @@ def forward(x, weight, bias, eps: float, device: str, out_dtype=None):
     # Elsewhere out's memory stays until this backward.
     out, statistics = runtime.empty_together(xp, ((rows, n), out_dtype), ((2, rows), np.float32))
     mean, rstd = statistics[0], statistics[1]                           # two contiguous rows
+    if version == "naive":                                              # one thread per row
+        if rows:
+            runtime.launch(device, FILE, runtime.entry_point("layernorm_forward_naive", dtype),
+                           (-(-rows // NAIVE_BLOCK),), (NAIVE_BLOCK,),
+                           [x, weight, bias, out, mean, rstd, np.int32(rows), np.int32(n), np.float32(eps)])
+        return out, mean, rstd
     kernel = runtime.entry_point("layernorm_forward", dtype) if out_dtype == dtype else \
         runtime.entry_point("layernorm_forward_to", out_dtype)
-    if rows:
+    if rows:                                                            # one block per row
         runtime.launch(device, FILE, kernel, (rows,), (runtime.row_block(n),),
                        [x, weight, bias, out, mean, rstd, np.int32(n), np.float32(eps)])
     return out, mean, rstd
@@ -211,6 +235,7 @@ def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_i
         dx = dx_add
     else:
         dx = xp.empty((rows, n), dtype)
+
     def parameters_gradients():                          # the kernel writes them: new arrays, or the places given
         dweight = xp.empty(n, dtype) if params_into[0] is None else params_into[0]
         return dweight, ((xp.empty(n, dtype) if params_into[1] is None else params_into[1]) if need_bias else None)

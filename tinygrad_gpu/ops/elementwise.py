@@ -206,7 +206,7 @@ class Cast(Function):
 
     # The gradient cast back is a new array (x.to makes a Cast only between two different dtypes), so a
     # parameter keeps it as its .grad without a copy.
-    returns_spare_gradients = True
+    backward_returns_spare = True
 
     def forward(ctx, x, dtype):
         return x.data.astype(dtype)

@@ -28,7 +28,7 @@ from .movement import GetItem
 class CrossEntropyRows(Function):
     """The loss of each row of (N, C) logits against (N,) class indices; 0 where the index is ignored."""
 
-    returns_spare_gradients = True
+    backward_returns_spare = True
 
     @staticmethod
     def composition(logits, labels, ignore_index=-100, label_smoothing=0.0):
@@ -59,7 +59,7 @@ class LayerNormRows(Function):
     by default x's; a 16-bit one for float32 data (computed in float32, rounded once: the cast a product
     that reads it would make, made by the kernel itself)."""
 
-    returns_spare_gradients = True
+    backward_returns_spare = True
 
     @staticmethod
     def composition(x, weight, bias=None, eps=1e-5, out_dtype=None):
@@ -91,7 +91,7 @@ class LayerNormRows(Function):
                        ctx.gradient_slot(2) if in_kernel and need_bias else None)
         dx, dweight, dbias = kernels.layernorm.backward(rows, weight.data, ctx.mean, ctx.rstd, dout,
                                                         need_weight or need_bias, ctx.device,
-                                                        dout_is_spare=ctx.grad_is_spare, need_bias=need_bias,
+                                                        dout_is_spare=ctx.grad_output_is_spare, need_bias=need_bias,
                                                         dx_add=None if so_far is None else so_far.data.reshape(-1, n),
                                                         dx_add_is_spare=so_far_is_spare,
                                                         params_into=params_into)
@@ -103,7 +103,7 @@ class LayerNormRows(Function):
 class GeluTanh(Function):
     """GELU with the tanh approximation, one op (elementwise.gelu_tanh is its composition)."""
 
-    returns_spare_gradients = True
+    backward_returns_spare = True
     composition = staticmethod(gelu_tanh)
 
     def forward(ctx, x):
@@ -115,7 +115,7 @@ class GeluTanh(Function):
 
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        dx = kernels.gelu.backward(x.data, grad.data, ctx.device, ctx.slope, dy_is_spare=ctx.grad_is_spare)
+        dx = kernels.gelu.backward(x.data, grad.data, ctx.device, ctx.slope, dout_is_spare=ctx.grad_output_is_spare)
         return Tensor._wrap(dx, ctx.device)
 
 
@@ -154,7 +154,7 @@ class CausalAttention(Function):
     q, k, v that are three slices of one tensor (GPT's) take PackedCausalAttention instead, below.
     """
 
-    returns_spare_gradients = True
+    backward_returns_spare = True
 
     @staticmethod
     def composition(q, k, v, scale, keep=None, dropout=None):
@@ -197,7 +197,7 @@ class CausalAttention(Function):
         keep = CausalAttention._keep(q, k, keep, dropout)
         ctx.keep = None if keep is None else keep.data
         scores = product(q.data, k.data.swapaxes(-1, -2))   # a new array: the softmax may compute in it
-        ctx.probs = weights = kernels.causal_softmax.forward(scores, scale, ctx.device, scores_are_spare=True)
+        ctx.probs = weights = kernels.causal_softmax.forward(scores, scale, ctx.device, scores_is_spare=True)
         if keep is not None:
             weights = weights * ctx.keep
         ctx.weights = weights
@@ -216,7 +216,7 @@ class CausalAttention(Function):
             dp = product(dy, v.swapaxes(-1, -2))
             if ctx.keep is not None:
                 dp *= ctx.keep
-            ds = kernels.causal_softmax.backward(ctx.probs, dp, ctx.scale, ctx.device, dprobs_are_spare=True)
+            ds = kernels.causal_softmax.backward(ctx.probs, dp, ctx.scale, ctx.device, dout_is_spare=True)
         return (product(ds, k, out=into[0]) if need[0] else None,
                 product(ds.swapaxes(-1, -2), q, out=into[1]) if need[1] else None,
                 product(ctx.weights.swapaxes(-1, -2), dy, out=into[2]) if need[2] else None)
@@ -242,7 +242,7 @@ class PackedCausalAttention(Function):
     and through the slices into source from there.
     """
 
-    returns_spare_gradients = True
+    backward_returns_spare = True
 
     @staticmethod
     def composition(source, q, k, v, scale, dropout=None, keep=None):
@@ -311,7 +311,7 @@ def _product_laid_out_like(a, b, like):
 class EmbeddingLookup(Function):
     """weight[ids]: a gather.  Its gradient is EmbeddingScatter, whose gradient is this again."""
 
-    returns_spare_gradients = True
+    backward_returns_spare = True
 
     def forward(ctx, weight, ids):
         ctx.ids, ctx.n_embeddings = ids, weight.shape[0]
@@ -340,7 +340,7 @@ class Dropout(Function):
     offset); the backward draws it again from the same pair, so no mask is stored (the unfused dropout
     keeps one of x's size, made by three launches, and multiplies by it in both directions)."""
 
-    returns_spare_gradients = True
+    backward_returns_spare = True
 
     @staticmethod
     def composition(x, p, seed, offset):
@@ -352,7 +352,8 @@ class Dropout(Function):
         return kernels.dropout.multiply(x.data, p, seed, offset, ctx.device)
 
     def backward(ctx, grad):
-        dx = kernels.dropout.multiply(grad.data, ctx.p, ctx.seed, ctx.offset, ctx.device, x_is_spare=ctx.grad_is_spare)
+        dx = kernels.dropout.multiply(grad.data, ctx.p, ctx.seed, ctx.offset, ctx.device,
+                                      x_is_spare=ctx.grad_output_is_spare)
         return Tensor._wrap(dx, ctx.device)
 
 

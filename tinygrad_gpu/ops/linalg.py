@@ -111,7 +111,7 @@ class Linear(Function):
     graph of the backward is wanted, the engine differentiates the composition instead.
     """
 
-    returns_spare_gradients = True
+    backward_returns_spare = True
 
     @staticmethod
     def composition(x, weight, bias=None):

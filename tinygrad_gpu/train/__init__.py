@@ -1,6 +1,8 @@
 """Training character-level language models: what examples/train_charlm.py and finetune_charlm.py run.
 
-Read loop.py first (the loop, on one screen); then config.py (the settings, each a documented
+For the loop alone, on one page, read examples/train_minimal.py: it prints the same losses. Then
+loop.py (train: that loop with resuming, mpiexec's ranks, micro-batches, mixed precision, divergence
+checks, checkpoints and reports around it); then config.py (the settings, each a documented
 flag, the model they describe, freezing), checkpointing.py (save, resume, whose folder --out-dir
 is), divergence.py (stopping a run whose loss is no longer a number), reporting.py (progress,
 metrics.jsonl, the plot, FLOPs, MFU and cost), compute.py (the device's peak FLOP/s), ranks.py

@@ -143,8 +143,8 @@ class TrainConfig:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata.get("group")}
 
 
-def validate(config: TrainConfig) -> str:
-    """Check the settings; return the canonical device. Raises ConfigError with one clear line."""
+def validate(config: TrainConfig) -> None:
+    """Check the settings, --device's name among them. Raises ConfigError with one clear line."""
     def flag(name):
         return "--" + name.replace("_", "-")
 
@@ -188,7 +188,7 @@ def validate(config: TrainConfig) -> str:
     if config.zero_stage not in (0, 1):
         raise ConfigError(f"--zero-stage must be 0 (each process keeps all of AdamW's state) or 1 (sharded), got "
                           f"{config.zero_stage}")
-    return device_named(config.device)
+    device_named(config.device)
 
 
 def device_named(name: str) -> str:

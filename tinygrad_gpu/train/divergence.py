@@ -6,10 +6,16 @@ gradient norm to a DivergenceWatch, which looks at them only where the loop read
 anyway: every few steps, and before a checkpoint is written. (Reading a number from a GPU makes
 the host wait for it; once a step is too many.) The first inf or nan ends the run with
 TrainingDiverged, and the last checkpoint, written before it, is kept as it was.
+
+The steps' warnings (NumPy's "overflow encountered in matmul", say) wait for the same look: a
+diverging run's would only repeat its one-line error, so they are dropped with it; any other
+step's are shown as usual, so a warning from an op you add is never hidden.
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import warnings
 
 from ..ops.movement import stack
 
@@ -24,6 +30,20 @@ class DivergenceWatch:
         self.pending = []             # (iteration, loss, gradient norm or None) not looked at yet
         self.last_finite = None       # (iteration, loss)
         self.saved_at = None          # the iteration of the last checkpoint this run wrote
+        self.held_warnings = []       # what the steps since the last check warned
+
+    @contextlib.contextmanager
+    def holding_warnings(self):
+        """Run a step or an evaluation with its warnings held until the next check (or check_losses)."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+        self.held_warnings += caught
+
+    def _show_held_warnings(self) -> None:
+        held, self.held_warnings = self.held_warnings, []
+        for w in held:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
     def note(self, iteration: int, loss, grad_norm=None) -> None:
         """The loss of the step from `iteration` to the next, and its gradient norm before clipping."""
@@ -43,11 +63,13 @@ class DivergenceWatch:
             if grad_norm is not None:
                 self._finite(iteration, "the gradient norm", next(values))
             self.last_finite = (iteration, loss)
+        self._show_held_warnings()
 
     def check_losses(self, iteration: int, losses: dict) -> None:
         """An evaluation's losses, before they are recorded and the checkpoint written."""
         for split, value in losses.items():
             self._finite(iteration, f"the {split} loss", value)
+        self._show_held_warnings()
 
     def _finite(self, iteration: int, what: str, value: float) -> None:
         if math.isfinite(value):

@@ -29,7 +29,7 @@ from ..optim.lr_scheduler import warmup_cosine
 from ..tensor import Tensor, no_grad
 from ..tokenizers import Tokenizer
 from . import checkpointing, compute, datasets, resuming
-from .config import ConfigError, TrainConfig, build_model, freeze, validate
+from .config import ConfigError, TrainConfig, build_model, device_named, freeze, validate
 from .divergence import DivergenceWatch
 from .energy import EnergyMeter
 from .precision import Precision
@@ -47,7 +47,8 @@ def train(config: TrainConfig, log=print) -> dict:
     if config.template:             # kept by its absolute path, as --data is: a resumed run may start elsewhere
         config = dataclasses.replace(config, template=os.path.abspath(config.template))
     with agreeing_on_errors(distributed.gather_before_group):     # the settings, alike on every rank
-        device = validate(config)
+        validate(config)
+        device = device_named(config.device)
         backend = backend_for(config, device)
     ranks = Ranks(device, backend)
     try:
@@ -100,7 +101,7 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
         optimizer = sharded(optimizer)
     elif config.zero_stage:
         log("--zero-stage 1: a single process has nothing to share its optimizer state with; it keeps all of it")
-    trainer = DistributedDataParallel(model) if ranks.communicates and not sharding else model  # averages gradients
+    ddp_model = DistributedDataParallel(model) if ranks.communicates and not sharding else model  # averages gradients
     if ranks.communicates:
         log(ranks.describe() + (", AdamW's state sharded among them (ZeRO-1)" if sharding else ""))
         sys.stdout.flush()          # the pids, where a job that hangs before its first evaluation shows them
@@ -120,7 +121,7 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
         peak = peak * ranks.world_size if peak is not None else None
         log(f"{flops_per_token / 1e6:.2f} MFLOP per token trained; " +
             (f"peak {peak / 1e12:.3g} TFLOP/s ({peak_source})" if peak is not None else peak_source))
-    ranks.gather(None)              # the others wait here: a CPU probe measures a machine nobody else loads
+    ranks.wait_for_all()            # the others wait here: a CPU probe measures a machine nobody else loads
     log(f"computing in {precision.name}" + (" (autocast; parameters and optimizer state in float32" +
                                             (", loss scaled by a GradScaler)" if precision.scaler else ")")
                                             if precision.low_dtype is not None else ""))
@@ -145,8 +146,7 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
                                report.changes)
         watch.saved_at = iter_num
 
-    # Overflows show up as an inf or nan loss, which the watch reports: NumPy's warnings would only repeat it.
-    with _StopRequest() as stop, report, np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+    with _StopRequest() as stop, report:
         while True:
             lr = warmup_cosine(iter_num, config.lr, config.warmup_iters, decay_iters, config.min_lr)
             for group in optimizer.param_groups:
@@ -154,7 +154,8 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
             evaluation_due = iter_num % config.eval_interval == 0 or iter_num == config.max_iters
             if evaluation_due and iter_num not in report.evaluated:   # a resumed run may start at one it has
                 watch.check()
-                losses = estimate_loss(model, dataset, config, ranks, precision)
+                with watch.holding_warnings():
+                    losses = estimate_loss(model, dataset, config, ranks, precision)
                 watch.check_losses(iter_num, losses)
                 row = report.measure(iter_num, losses, lr)
                 save_checkpoint()           # after measuring: saving is not training time
@@ -167,7 +168,8 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
                 report.write(f"interrupted: checkpoint saved at iteration {iter_num}; continue with --resume")
                 break
             batches, shares = ranks.step_batches(dataset, "train", config.batch_size, data_rng)
-            loss, norm = training_step(trainer, optimizer, batches, config.grad_clip, precision, shares)
+            with watch.holding_warnings():
+                loss, norm = training_step(ddp_model, optimizer, batches, config.grad_clip, precision, shares)
             # A GradScaler's overflowing steps have an infinite norm by design (and are skipped): its loss is watched
             watch.note(iter_num, loss, None if precision.scaler else norm)
             iter_num += 1

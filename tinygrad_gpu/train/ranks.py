@@ -131,6 +131,11 @@ class Ranks:
         distributed.all_gather_object(values, value)
         return values
 
+    def wait_for_all(self) -> None:
+        """Return once every rank has reached this line (a barrier)."""
+        if self.world_size > 1:
+            distributed.barrier()
+
     def any(self, flag: bool) -> bool:
         """True on every rank when it is True on some rank (Ctrl-C reaches ranks at different moments;
         all must stop at the same step, or one would wait for the others forever)."""

@@ -153,7 +153,7 @@ def _cross_entropy_backward(grid, block, args):
 # ----------------------------------------------------------------------------- dropout.cu
 def _dropout_multiply(grid, block, args):
     x, y, n, p, scale, seed, offset = args            # y's dtype: x's, or a 16-bit one for dropout_multiply_to_*
-    _flat(y, n)[...] = dropout.reference(_flat(x, n), float(p), int(seed), int(offset), scale, y.dtype)
+    _flat(y, n)[...] = dropout.reference_multiply(_flat(x, n), float(p), int(seed), int(offset), scale, y.dtype)
 
 
 def _dropout_add(grid, block, args):
@@ -167,7 +167,8 @@ def _embedding_backward(grid, block, args):
     ids = ids.reshape(-1)
     keep = (ids >= 0) & (ids < n_embeddings)          # the kernel adds nothing for an id out of range
     # The kernel writes only the rows of ids that occur; the others keep the launcher's zeros.
-    _rows(dweight, dim)[...] += embedding_backward.reference(ids[keep], _rows(dout, dim)[keep], int(n_embeddings))
+    _rows(dweight, dim)[...] += embedding_backward.reference_embedding_backward(ids[keep], _rows(dout, dim)[keep],
+                                                                                int(n_embeddings))
 
 
 # ----------------------------------------------------------------------------- gelu.cu
@@ -196,13 +197,18 @@ def _amp_update_scale(grid, block, args):
 # ----------------------------------------------------------------------------- index_check.cu
 def _index_check(grid, block, args):
     ids, n, high, ignore, has_ignore, found = args
-    index_check.reference(_flat(ids, n), int(high), int(ignore) if has_ignore else None, found)
+    index_check.reference_index_check(_flat(ids, n), int(high), int(ignore) if has_ignore else None, found)
 
 
 # ----------------------------------------------------------------------------- layernorm.cu
 def _layernorm_forward(grid, block, args):
     x, weight, bias, out, mean, rstd, n, eps = args
     _rows(out, n)[...], mean[...], rstd[...] = layernorm.reference_forward(_rows(x, n), weight, bias, float(eps))
+
+
+def _layernorm_forward_naive(grid, block, args):
+    x, weight, bias, out, mean, rstd, _n_rows, n, eps = args       # n_rows: out's rows, as the array says too
+    _layernorm_forward(grid, block, (x, weight, bias, out, mean, rstd, n, eps))
 
 
 def _layernorm_backward(grid, block, args):
@@ -379,6 +385,9 @@ BY_KERNEL = {
     "layernorm_forward": _layernorm_forward,
     "layernorm_forward_f16": _layernorm_forward,
     "layernorm_forward_bf16": _layernorm_forward,
+    "layernorm_forward_naive": _layernorm_forward_naive,
+    "layernorm_forward_naive_f16": _layernorm_forward_naive,
+    "layernorm_forward_naive_bf16": _layernorm_forward_naive,
     "layernorm_backward": _layernorm_backward,
     "layernorm_backward_f16": _layernorm_backward,
     "layernorm_backward_bf16": _layernorm_backward,
