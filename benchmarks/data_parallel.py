@@ -426,7 +426,7 @@ def collective_checks(args, device: str) -> int:
         vocab = dataset.tokenizer.vocab_size
         plain, wrapped = make_model(args, vocab, device), make_model(args, vocab, device)
         ddp = DistributedDataParallel(wrapped, bucket_cap_mb=gradient_bytes(wrapped) / args.buckets / 2**20)
-        trainers = {"ddp": (ddp, wrapped.configure_optimizers(RECIPE.weight_decay, RECIPE.lr,
+        ddp_models = {"ddp": (ddp, wrapped.configure_optimizers(RECIPE.weight_decay, RECIPE.lr,
                                                               (RECIPE.beta1, RECIPE.beta2))),
                     "plain": (plain, plain.configure_optimizers(RECIPE.weight_decay, RECIPE.lr,
                                                                 (RECIPE.beta1, RECIPE.beta2)))}
@@ -436,7 +436,7 @@ def collective_checks(args, device: str) -> int:
             x, y = dataset.batch("train", args.batch_size, rng)
             order = ("ddp", "plain") if step % 2 else ("plain", "ddp")     # neither always goes first
             for name in order:
-                ddp_model, optimizer = trainers[name]
+                ddp_model, optimizer = ddp_models[name]
                 sync()
                 start = time.perf_counter()
                 training_step(ddp_model, optimizer, [(x, y)], RECIPE.grad_clip)

@@ -76,11 +76,11 @@ def worker(args) -> dict:
     if checkpointing:
         model.gradient_checkpointing_enable()
     optimizer = model.configure_optimizers(0.1, 1e-4, (0.9, 0.95))
-    trainer = model
+    ddp_model = model
     if sharding:
         optimizer = sharded(optimizer)
     elif ranks > 1:
-        trainer = DistributedDataParallel(model)
+        ddp_model = DistributedDataParallel(model)
     precision = Precision.for_run(dtype, args.device)
     vocab = SHAPES[args.config]["vocab_size"]
     rng = np.random.default_rng(0)
@@ -90,7 +90,7 @@ def worker(args) -> dict:
         ids = rng.integers(0, vocab, (args.batch_size, args.block_size + 1))
         x, y = tg.tensor(ids[:, :-1], device=args.device), tg.tensor(ids[:, 1:], device=args.device)
         began = time.perf_counter()
-        loss, _ = training_step(trainer, optimizer, [(x, y)], 1.0, precision)
+        loss, _ = training_step(ddp_model, optimizer, [(x, y)], 1.0, precision)
         loss.item()                     # the step's work is done once its loss can be read
         if i:
             times.append(time.perf_counter() - began)

@@ -31,7 +31,7 @@ for arg in args:                # --name=value or --name value: text for data an
         sys.exit(f"train_minimal.py: unknown setting {arg}; the settings are {', '.join(SETTINGS)}")
     globals()[name] = value if isinstance(globals()[name], str) else ast.literal_eval(value)
 lr_decay_iters = lr_decay_iters or max_iters
-ctx = tg.autocast("cuda", dtype=tg.bfloat16, enabled=device.startswith("cuda"))  # GPU: train_charlm's default dtype
+ctx = tg.autocast("cuda", dtype=tg.bfloat16, enabled=device.startswith("cuda"))  # GPU: train_charlm's dtype on sm_80+
 
 text = load_corpus(data)
 stoi = {c: i for i, c in enumerate(sorted(set(text)))}      # each character is a token; ids in sorted order

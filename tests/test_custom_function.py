@@ -490,3 +490,12 @@ def test_our_array_level_form_still_works_and_keeps_its_apply(device):
     a, b = float64([2.0], device), float64([5.0], device)
     Mul.apply(a, b).backward()
     assert a.grad.item() == 5 and b.grad.item() == 2
+
+
+def test_a_tensor_by_keyword_is_an_input_and_mixed_devices_are_refused():
+    x, y = (tg.tensor(values, device="cpu", requires_grad=True) for values in ([1.0, 2.0], [3.0, 4.0]))
+    MulAdd.apply(x, y=y, alpha=0.5).sum().backward()          # bound in forward's order, as PyTorch binds them
+    np.testing.assert_allclose(x.grad.numpy(), [3.5, 4.5])
+    np.testing.assert_allclose(y.grad.numpy(), [1.0, 2.0])
+    with pytest.raises(RuntimeError, match="MulAdd: expected all tensors on the same device, got cpu and emu"):
+        MulAdd.apply(x, y.detach().to("emu"), 0.5)

@@ -1,5 +1,6 @@
 """The training programs end to end: a smoke run, sampling, fine-tuning (and what it freezes),
 resume after a kill or Ctrl-C, and one-line errors for bad settings."""
+import contextlib
 import dataclasses
 import json
 import os
@@ -266,23 +267,29 @@ def test_architecture_flags_that_contradict_the_checkpoint_are_errors(tmp_path, 
 
 
 def test_a_steps_warnings_are_shown_unless_the_run_diverged():
-    """np.errstate does not hide the loop's warnings: the watch holds them until it has looked at the losses, and
-    drops them only with a diverging run's one-line error (which says more than "overflow encountered")."""
+    """np.errstate does not hide the loop's warnings: the watch holds them until the run ends, and drops them only
+    with a diverging run's one-line error (overflows foretell it, and it says more)."""
     import warnings
     from tinygrad_gpu.train.divergence import DivergenceWatch, TrainingDiverged
-    watch = DivergenceWatch(TrainConfig())
-    for loss in (1.5, float("inf")):
-        with watch.holding_warnings():
-            warnings.warn("an op you added warns", RuntimeWarning)
-            watch.note(0, tg.tensor(loss))
+
+    def run(loss: float) -> list:
         with warnings.catch_warnings(record=True) as shown:
-            warnings.simplefilter("always")
-            if loss == 1.5:
-                watch.check()
-            else:
-                with pytest.raises(TrainingDiverged):
+            with contextlib.suppress(TrainingDiverged), DivergenceWatch(TrainConfig()) as watch:
+                for step in range(3):       # three steps warn from one place: shown once, as Python shows it
+                    with watch.holding_warnings():
+                        warnings.warn("an op you added warns", RuntimeWarning)
+                        watch.note(step, tg.tensor(1.0 if step < 2 else loss))
                     watch.check()
-        assert [str(w.message) for w in shown] == (["an op you added warns"] if loss == 1.5 else [])
+                    assert not shown            # held until the run ends
+        return [str(w.message) for w in shown]
+
+    assert run(1.5) == ["an op you added warns"]
+    assert run(float("inf")) == []
+    with pytest.raises(ZeroDivisionError), warnings.catch_warnings(record=True) as shown:
+        with DivergenceWatch(TrainConfig()).holding_warnings():   # a step that fails: its warnings at once
+            warnings.warn("about to divide by zero", RuntimeWarning)
+            1 / 0
+    assert [str(w.message) for w in shown] == ["about to divide by zero"]
 
 
 def test_a_diverging_run_stops_and_keeps_its_last_good_checkpoint(tmp_path, corpus):

@@ -63,7 +63,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
     scope.offer_places(sums)
     # Grad mode records the backward only for create_graph; autocast is off: each backward computes in the dtypes
     # its forward chose (amp/autocast_mode.py).
-    with _then_queued_callbacks(), set_grad_enabled(create_graph), autocast_mode.suspended():
+    with _queued_callbacks_run_after(), set_grad_enabled(create_graph), autocast_mode.suspended():
         for node in order:                      # 2. so a node's gradient is complete when its turn comes
             if scope.waits(node):
                 continue
@@ -76,7 +76,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                     if scope.into_leaves:
                         _accumulate_into_leaf(node, grad, spare, create_graph)
                     continue
-                if scope.skips(node, grad):
+                if scope.prunes(node) or scope.defers(node, grad):
                     continue
                 input_grads = _call_backward(node, grad, spare, create_graph, sums)     # the local chain rule
                 if not retain_graph:
@@ -85,7 +85,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                 for child, shape, child_grad in zip(node.next_nodes, node.input_shapes, input_grads):
                     if child is not None and child_grad is not None:
                         sums.add(child, child_grad, shape, spare=made_spare)     # into each input's sum
-        scope.run_waiting(sums, retain_graph, create_graph)
+        scope.run_waiting(sums, retain_graph)
     return scope.captured
 
 
@@ -131,18 +131,22 @@ class _Scope:
             return False
         return spare
 
-    def skips(self, node, grad) -> bool:
-        """Does this node's backward not run now: off every path to a tg.grad input, or waiting to run
-        together with others of its class?"""
-        if self.needed is not None and id(node) not in self.needed:
-            return True
+    def prunes(self, node) -> bool:
+        """Is this node off every path to a tg.grad input (so its backward need not run)?"""
+        return self.needed is not None and id(node) not in self.needed
+
+    def defers(self, node, grad) -> bool:
+        """Does this node's backward wait, to run together with others of its class? Then it is queued, with
+        its gradient, and so is the leaf it leads to."""
         if self.into_leaves and not self.create_graph and _runs_together(node):
             self.together.setdefault((type(node), node.device), []).append((node, grad))
             self.waiting.setdefault(id(node.next_nodes[0]), node.next_nodes[0])
             return True
         return False
 
-    def run_waiting(self, sums: GradientSums, retain_graph: bool, create_graph: bool) -> None:
+    def run_waiting(self, sums: GradientSums, retain_graph: bool) -> None:
+        """Once every other node is done: each class's waiting nodes on one device in one backward_together,
+        then the waiting leaves' gradients into their .grad (and their hooks)."""
         for (cls, device), pairs in self.together.items():
             nodes = [node for node, _ in pairs]
             for node in nodes:
@@ -160,7 +164,7 @@ class _Scope:
         for leaf in self.waiting.values():
             with devices.use(leaf.device):
                 grad, spare = sums.pop(leaf)
-                _accumulate_into_leaf(leaf, grad, spare, create_graph)
+                _accumulate_into_leaf(leaf, grad, spare, create_graph=False)     # nothing waits under create_graph
 
 
 def _runs_together(node) -> bool:
@@ -201,8 +205,8 @@ def register_post_accumulate_grad_hook(leaf: Tensor, hook) -> RemovableHandle:
 
 
 @contextlib.contextmanager
-def _then_queued_callbacks():
-    """Around a backward: then the callbacks that its hooks queued run, in order (not if it failed)."""
+def _queued_callbacks_run_after():
+    """Around a backward: once it has finished, the callbacks its hooks queued run, in order (none if it failed)."""
     _queued_callbacks.append([])
     try:
         yield

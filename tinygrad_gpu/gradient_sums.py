@@ -79,8 +79,8 @@ class GradientSums:
     What it does, written plainly (and run so, with nothing spare, when ``plain`` is True, or
     ``TINYGRAD_GPU_PLAIN_SUMS=1``; tests/test_gradient_sums.py checks that a GPT's gradients agree):
 
-        def add(self, node, grad, shape):
-            grad = sum_to_shape(grad, shape)
+        def add(self, node, grad, shape):                     # shape: None for the outputs' own
+            grad = grad if shape is None else sum_to_shape(grad, shape)
             self.sums[id(node)] = grad if id(node) not in self.sums else self.sums[id(node)] + grad
 
         def pop(self, node):

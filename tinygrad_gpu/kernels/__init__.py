@@ -7,7 +7,8 @@ reference (the definition of what the kernel must compute, written as the formul
 works, why it is numerically safe.
 
     cross_entropy.cu       softmax + cross-entropy per row, forward and backward
-    layernorm.cu           layer norm forward (saves mean, rstd), backward (dx, dweight, dbias)
+    layernorm.cu           layer norm forward (saves mean, rstd), backward (dx, dweight, dbias); a naive forward beside
+                           the block one, one thread per row (the launcher's version="naive")
     gelu.cu                GELU (tanh approximation), forward and backward
     adamw.cu               one Adam/AdamW step, in place, or none after an overflow (called by tinygrad_gpu.optim)
     grad_scaler.cu         loss scaling: unscale a gradient, finding inf/nan; update the scale (amp.GradScaler)
@@ -22,6 +23,7 @@ works, why it is numerically safe.
     block_reduce.h         warp and block sums/maxima shared by the row kernels
     adamw.h                one element of an Adam/AdamW step, shared by adamw.cu and multi_tensor.cu
     philox.h               the Philox4x32-10 rounds, shared by philox.cu and the kernels that draw numbers
+    half_precision.h       loads and stores of float16 and bfloat16 as float32, for the kernels' 16-bit entry points
 
 Where they run (``runtime.py``): ``cuda`` through ``cupy.RawModule``; ``emu`` through the
 CPU emulator (``emulator.py`` and ``cuda_emu.h``); ``cpu`` runs ``compiled_cpu.py`` (numba)

@@ -31,12 +31,12 @@ def reference_forward(scores, scale: float):
     return (e / e.sum(axis=-1, keepdims=True)).astype(dtype)
 
 
-def reference_backward(probs, dprobs, scale: float):
+def reference_backward(probs, dout, scale: float):
     """scale p (dp - sum_j p_j dp_j): 0 where masked, since p is 0 there. In the dtype of probs, computed
     as the forward is (16-bit data in float32, the sum too, rounded once at the end)."""
     dtype = probs.dtype
-    probs, dprobs = (a.astype(runtime.working_dtype(dtype)) for a in (probs, dprobs))
-    return (scale * probs * (dprobs - (probs * dprobs).sum(axis=-1, keepdims=True))).astype(dtype)
+    probs, dout = (a.astype(runtime.working_dtype(dtype)) for a in (probs, dout))
+    return (scale * probs * (dout - (probs * dout).sum(axis=-1, keepdims=True))).astype(dtype)
 
 
 # ----------------------------------------------------------------------------- launcher

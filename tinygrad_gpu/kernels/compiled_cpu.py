@@ -403,16 +403,16 @@ def causal_softmax_forward(scores, scale: float, scores_is_spare: bool = False):
 
 
 @kernel
-def _causal_softmax_backward_rows(probs, dprobs, out, c):
-    """scale p (dp - sum_j p_j dp_j), a row per iteration; out may be dprobs' own memory."""
+def _causal_softmax_backward_rows(probs, dout, out, c):
+    """scale p (dp - sum_j p_j dp_j), a row per iteration; out may be dout' own memory."""
     zero, scale = c[0], c[2]
     rows, S = probs.shape
     for row in prange(rows):
         dot = zero
         for j in range(S):
-            dot += probs[row, j] * dprobs[row, j]
+            dot += probs[row, j] * dout[row, j]
         for j in range(S):
-            out[row, j] = scale * probs[row, j] * (dprobs[row, j] - dot)
+            out[row, j] = scale * probs[row, j] * (dout[row, j] - dot)
 
 
 def causal_softmax_backward(probs, dout, scale: float, dout_is_spare: bool = False):
@@ -469,7 +469,7 @@ def cross_entropy_forward(logits, targets, ignore_index: int, smoothing: float):
 
 
 @kernel
-def _cross_entropy_backward_rows(x, targets, ignore_index, lse, dlosses, dx, parts, own_exp, c):
+def _cross_entropy_backward_rows(x, targets, ignore_index, lse, dout, dx, parts, own_exp, c):
     """cross_entropy.cu's backward: dx = (exp(x - lse) - e / C - (1 - e) [j == target]) dloss, 0 dloss for an
     ignored row."""
     smoothing, zero, one = c[0], c[1], c[2]
@@ -478,7 +478,7 @@ def _cross_entropy_backward_rows(x, targets, ignore_index, lse, dlosses, dx, par
         powers = np.empty(C, np.int32)
         for row in range(part * rows // parts, (part + 1) * rows // parts):
             t = targets[row]
-            g = zero if t == ignore_index else dlosses[row]
+            g = zero if t == ignore_index else dout[row]
             uniform, hit = smoothing / C, one - smoothing
             for j in range(C):
                 dx[row, j] = x[row, j] - lse[row]
@@ -487,14 +487,14 @@ def _cross_entropy_backward_rows(x, targets, ignore_index, lse, dlosses, dx, par
                 dx[row, j] = g * (dx[row, j] - uniform - (hit if j == t else zero))
 
 
-def cross_entropy_backward(logits, targets, lse, dlosses, ignore_index: int, smoothing: float):
+def cross_entropy_backward(logits, targets, lse, dout, ignore_index: int, smoothing: float):
     """dlogits in the logits' dtype, computed in runtime.working_dtype and rounded once."""
     (n, classes), work = logits.shape, working_dtype(logits.dtype)
     x, targets = np.ascontiguousarray(logits, work), np.ascontiguousarray(targets, np.int64)
-    lse, dlosses = np.ascontiguousarray(lse, work), np.ascontiguousarray(dlosses, work)
+    lse, dout = np.ascontiguousarray(lse, work), np.ascontiguousarray(dout, work)
     dx = np.empty((n, classes), work)
     if dx.size:
-        _run(_cross_entropy_backward_rows, x.size, x, targets, ignore_index, lse, dlosses, dx, _parts(x.size, n),
+        _run(_cross_entropy_backward_rows, x.size, x, targets, ignore_index, lse, dout, dx, _parts(x.size, n),
              work == np.float32, _with_exp_constants(work, smoothing, 0, 1))
     return dx.astype(logits.dtype, copy=False)
 

@@ -5,7 +5,7 @@ Softmax cross-entropy over rows of logits: the NumPy reference and the launcher.
 ``forward(logits, targets, ...)`` returns each row's loss and log-sum-exp (saved for the
 backward); ``backward(...)`` returns dlogits.  logits: (N, C) float; targets: (N,) integer.
 The losses and lse are float32 for float32, float16 and bfloat16 logits (float64 for float64),
-dlosses comes in float32 too, and dlogits has the logits' dtype.
+dout (the losses' gradient) comes in float32 too, and dlogits has the logits' dtype.
 The cpu runs compiled_cpu.py's kernels on its compiled path, else the reference (kernels/cpu_paths.py).
 """
 from __future__ import annotations
@@ -37,16 +37,16 @@ def reference_forward(logits, targets, ignore_index: int, smoothing: float):
     return xp.where(kept, loss, 0).astype(work), lse.astype(work)
 
 
-def reference_backward(logits, targets, lse, dlosses, ignore_index: int, smoothing: float):
+def reference_backward(logits, targets, lse, dout, ignore_index: int, smoothing: float):
     """dlogits = (softmax - e / C - (1 - e) onehot(target)) * dloss, per row; 0 for an ignored row.
     Computed in runtime.working_dtype (float32 for float16 and bfloat16 logits), rounded once to the
     logits' dtype."""
     xp, dtype = runtime.array_module_of(logits), logits.dtype
     work = runtime.working_dtype(dtype)
-    x, lse, dlosses = (a.astype(work) for a in (logits, lse, dlosses))
+    x, lse, dout = (a.astype(work) for a in (logits, lse, dout))
     onehot = (xp.arange(x.shape[1]) == targets[:, None]).astype(work)
     d = xp.exp(x - lse[:, None]) - smoothing / x.shape[1] - (1 - smoothing) * onehot
-    return (d * xp.where(targets != ignore_index, dlosses, 0)[:, None]).astype(dtype)
+    return (d * xp.where(targets != ignore_index, dout, 0)[:, None]).astype(dtype)
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -68,21 +68,21 @@ def forward(logits, targets, ignore_index: int, smoothing: float, device: str):
     return losses, lse
 
 
-def backward(logits, targets, lse, dlosses, ignore_index: int, smoothing: float, device: str):
-    """dlogits, in the logits' dtype; lse is what forward() returned, dlosses the losses' gradient."""
+def backward(logits, targets, lse, dout, ignore_index: int, smoothing: float, device: str):
+    """dlogits, in the logits' dtype; lse is what forward() returned, dout the losses' gradient."""
     cpu = cpu_paths.compiled_kernels(device, logits)
     if cpu:
-        return cpu.cross_entropy_backward(logits, targets, lse, dlosses, ignore_index, smoothing)
+        return cpu.cross_entropy_backward(logits, targets, lse, dout, ignore_index, smoothing)
     if not runtime.use_kernel(device, logits, half=True):
-        return reference_backward(logits, targets, lse, dlosses, ignore_index, smoothing)
+        return reference_backward(logits, targets, lse, dout, ignore_index, smoothing)
     xp = devices.array_module(device)
     n, c = logits.shape
     logits, targets = runtime.contiguous(xp, logits), runtime.contiguous(xp, targets, np.int64)
-    dlosses = runtime.contiguous(xp, dlosses, np.float32)
+    dout = runtime.contiguous(xp, dout, np.float32)
     dlogits = xp.empty((n, c), logits.dtype)
     if n:
         kernel = runtime.entry_point("cross_entropy_backward", logits.dtype)
         runtime.launch(device, FILE, kernel, (n,), (runtime.row_block(c),),
-                       [logits, targets, lse, dlosses, dlogits, np.int32(c), np.int64(ignore_index),
+                       [logits, targets, lse, dout, dlogits, np.int32(c), np.int64(ignore_index),
                         np.float32(smoothing)])
     return dlogits

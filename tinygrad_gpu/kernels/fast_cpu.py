@@ -188,7 +188,7 @@ def causal_softmax_forward(scores, scale: float, scores_is_spare: bool = False):
 
 
 def causal_softmax_backward(probs, dout, scale: float, dout_is_spare: bool = False):
-    """scale p (dp - sum_j p_j dp_j), in dout' memory when it is spare."""
+    """scale p (dp - sum_j p_j dp_j), in dout's memory when it is spare."""
     dtype = probs.dtype
     work = working_dtype(dtype)
     probs = probs.astype(work, copy=False)

@@ -29,14 +29,14 @@ def reference_forward(x):
     return (0.5 * v * (1 + t)).astype(x.dtype)
 
 
-def reference_backward(x, dy):
-    """dy * gelu'(x) in x's dtype."""
+def reference_backward(x, dout):
+    """dout * gelu'(x) in x's dtype."""
     xp, v = runtime.array_module_of(x), x.astype(runtime.working_dtype(x.dtype))
     with np.errstate(over="ignore", invalid="ignore"):
         t = xp.tanh(K * (v + C * v * v * v))
         sech2 = 1 - t * t
         slope = 0.5 * (1 + t) + xp.where(sech2 != 0, 0.5 * v * sech2 * K * (1 + 3 * C * v * v), 0)
-    return (dy * slope).astype(x.dtype)          # a 16-bit dy times the float32 slope is float32
+    return (dout * slope).astype(x.dtype)          # a 16-bit dout times the float32 slope is float32
 
 
 # ----------------------------------------------------------------------------- launcher

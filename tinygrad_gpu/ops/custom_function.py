@@ -75,12 +75,21 @@ def _is_float(t: Tensor) -> bool:
 def apply(cls, *args, **kwargs):
     """Run forward(ctx, *args) without recording and link its output to a node whose backward is cls.backward."""
     ctx = cls._node_class()
-    if not cls._forward_takes_ctx:      # as PyTorch: keywords and defaults become positional arguments (inputs)
-        bound = inspect.signature(cls.forward).bind(*args, **kwargs)
-        bound.apply_defaults()
-        args, kwargs = bound.args, bound.kwargs
+    # As PyTorch: keywords and defaults become positional arguments (inputs), in forward's order.
+    leading = (ctx,) if cls._forward_takes_ctx else ()
+    bound = inspect.signature(cls.forward).bind(*leading, *args, **kwargs)
+    bound.apply_defaults()
+    args, kwargs = bound.args[len(leading):], bound.kwargs
+    for name, value in kwargs.items():
+        if isinstance(value, Tensor):
+            raise TypeError(f"{cls.__qualname__}.apply: the tensor {name}= goes to a keyword-only parameter of "
+                            "forward, where it would get no gradient; make it a positional parameter")
     positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
     tensors = [args[i] for i in positions]
+    for t in tensors[1:]:
+        if t.device != tensors[0].device:
+            raise RuntimeError(f"{cls.__qualname__}: expected all tensors on the same device, got "
+                               f"{tensors[0].device} and {t.device}; move one with .to({tensors[0].device!r})")
     grad_enabled = _GradMode.enabled
     ctx.needs_input_grad = tuple(grad_enabled and isinstance(a, Tensor) and a.requires_grad for a in args)
     ctx.recording = any(ctx.needs_input_grad)
@@ -137,7 +146,7 @@ class FunctionCtx(Function):
 
     function = None             # the user's Function subclass
     _output_index = None        # which output carries the gradient, when forward returned a tuple
-    output = None               # free for forward's own use (ctx.output = ...); a saved output: _THE_OUTPUT
+    output = None               # free for forward's own use (ctx.output = ...); a saved output is kept in _saved
     materialize_grads = True    # zeros (not None) for the outputs that carry no gradient, as in PyTorch
     freed = False
 

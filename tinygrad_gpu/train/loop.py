@@ -101,7 +101,8 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
         optimizer = sharded(optimizer)
     elif config.zero_stage:
         log("--zero-stage 1: a single process has nothing to share its optimizer state with; it keeps all of it")
-    ddp_model = DistributedDataParallel(model) if ranks.communicates and not sharding else model  # averages gradients
+    # The model the step runs: with other processes, wrapped to average the gradients (DDP), else the model itself.
+    ddp_model = DistributedDataParallel(model) if ranks.communicates and not sharding else model
     if ranks.communicates:
         log(ranks.describe() + (", AdamW's state sharded among them (ZeRO-1)" if sharding else ""))
         sys.stdout.flush()          # the pids, where a job that hangs before its first evaluation shows them
@@ -146,7 +147,7 @@ def _train(config: TrainConfig, ranks: Ranks, log) -> dict:
                                report.changes)
         watch.saved_at = iter_num
 
-    with _StopRequest() as stop, report:
+    with watch, _StopRequest() as stop, report:         # the watch shows the steps' warnings as the run ends
         while True:
             lr = warmup_cosine(iter_num, config.lr, config.warmup_iters, decay_iters, config.min_lr)
             for group in optimizer.param_groups:
