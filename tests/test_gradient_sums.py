@@ -132,10 +132,10 @@ def test_a_gpt_training_step_keeps_every_promise(monkeypatch):
 
 
 def test_the_plain_sums_give_a_gpts_gradients(monkeypatch):
-    """GradientSums.plain runs the three lines of its docstring (nothing spare, nothing in place, no places in
-    one array): a GPT's gradients agree with the optimised sums', up to the order of float32 additions."""
+    """PlainGradientSums (TINYGRAD_GPU_PLAIN_SUMS=1: nothing spare, nothing in place, no places in one array):
+    a GPT's gradients agree with the optimised sums', up to the order of float32 additions."""
     def gradients(plain: bool) -> dict:
-        monkeypatch.setattr(GradientSums, "plain", plain)
+        monkeypatch.setattr(gradient_sums, "PLAIN", plain)
         tg.manual_seed(0)
         model = tg.nn.GPT(tg.nn.GPTConfig(block_size=8, vocab_size=11, n_layer=2, n_head=2, n_embd=8, dropout=0.1))
         idx = tg.randint(0, 11, (3, 8))

@@ -57,26 +57,29 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
     roots = [out._node() for out in outputs]
     order = _topological_order(roots)           # 1. each node before the nodes its inputs came from
     scope = _Scope(order, inputs, create_graph)
-    sums = GradientSums(recorded=create_graph, wanted=scope.wanted)
+    sums = gradient_sums.new_sums(recorded=create_graph, wanted=scope.wanted)
     for node, grad in zip(roots, root_grads):
         sums.add(node, grad)
     scope.offer_places(sums)
     # Grad mode records the backward only for create_graph; autocast is off: each backward computes in the dtypes
     # its forward chose (amp/autocast_mode.py).
+    waiting, capturing, into_leaves, passing = (scope.waiting, scope.wanted is not None, scope.into_leaves,
+                                                scope.passes_over_some)          # (locals: read once per node)
     with _queued_callbacks_run_after(), set_grad_enabled(create_graph), autocast_mode.suspended():
         for node in order:                      # 2. so a node's gradient is complete when its turn comes
-            if scope.waits(node):
-                continue
+            if id(node) in waiting:
+                continue                                        # a leaf of casts that wait: its turn comes last
             with devices.use(node.device):                      # on a GPU: where this node lives
                 grad, spare = sums.pop(node)                    # the sum of what its consumers sent back
                 if grad is None:
                     continue                                    # no path from the outputs carries a gradient
-                spare = scope.capture(node, grad, spare)
+                if capturing:
+                    spare = scope.capture(node, grad, spare)    # tg.grad: an input's gradient is returned
                 if isinstance(node, Tensor):                    # a leaf: into its .grad
-                    if scope.into_leaves:
+                    if into_leaves:
                         _accumulate_into_leaf(node, grad, spare, create_graph)
                     continue
-                if scope.prunes(node) or scope.defers(node, grad):
+                if passing and scope.passes_over(node, grad):
                     continue
                 input_grads = _call_backward(node, grad, spare, create_graph, sums)     # the local chain rule
                 if not retain_graph:
@@ -105,6 +108,9 @@ class _Scope:
         self.into_leaves = inputs is None
         self.wanted = None if inputs is None else {id(t._node()) for t in inputs}
         self.needed = None if inputs is None else _nodes_leading_to(self.wanted, order)
+        # Casts that wait (passes_over) only where they are, and only when .grad is made without a graph.
+        self.casts_wait = self.into_leaves and not create_graph and any(map(_runs_together, order))
+        self.passes_over_some = self.needed is not None or self.casts_wait
         self.captured = {}
         self.together = {}          # (class, device) -> [(node, grad)]
         self.waiting = {}           # id(leaf) -> leaf, in the order first met
@@ -120,10 +126,6 @@ class _Scope:
             elif _runs_together(node):                                  # gone once cast back
                 sums.placeable[id(node)] = (node.input_shapes[0], node.out_dtype, node.device, "passing")
 
-    def waits(self, node) -> bool:
-        """A leaf whose gradient is complete only after the casts that wait have run."""
-        return id(node) in self.waiting
-
     def capture(self, node, grad, spare: bool) -> bool:
         """Keep the gradient of a tg.grad input; whether `grad` is still spare (the caller's array now)."""
         if self.wanted is not None and id(node) in self.wanted:
@@ -131,14 +133,13 @@ class _Scope:
             return False
         return spare
 
-    def prunes(self, node) -> bool:
-        """Is this node off every path to a tg.grad input (so its backward need not run)?"""
-        return self.needed is not None and id(node) not in self.needed
-
-    def defers(self, node, grad) -> bool:
-        """Does this node's backward wait, to run together with others of its class? Then it is queued, with
-        its gradient, and so is the leaf it leads to."""
-        if self.into_leaves and not self.create_graph and _runs_together(node):
+    def passes_over(self, node, grad) -> bool:
+        """Does this node's backward not run now? Not at all when the node is off every path to a tg.grad
+        input; later when it waits to run together with others of its class: then it is queued with its
+        gradient, and so is the leaf it leads to."""
+        if self.needed is not None:
+            return id(node) not in self.needed
+        if self.casts_wait and _runs_together(node):
             self.together.setdefault((type(node), node.device), []).append((node, grad))
             self.waiting.setdefault(id(node.next_nodes[0]), node.next_nodes[0])
             return True

@@ -76,20 +76,10 @@ def _dense(grad):
 class GradientSums:
     """The gradient of each node so far (keyed by the node's id), and which of them are spare.
 
-    What it does, written plainly (and run so, with nothing spare, when ``plain`` is True, or
-    ``TINYGRAD_GPU_PLAIN_SUMS=1``; tests/test_gradient_sums.py checks that a GPT's gradients agree):
-
-        def add(self, node, grad, shape):                     # shape: None for the outputs' own
-            grad = grad if shape is None else sum_to_shape(grad, shape)
-            self.sums[id(node)] = grad if id(node) not in self.sums else self.sums[id(node)] + grad
-
-        def pop(self, node):
-            return self.sums.pop(id(node), None), False          # (the total, never spare)
-
-    Everything else below saves copies: in-place adds into spare arrays, slices kept sparse, places
-    in one array for the parameters' gradients (slot), and sums a kernel takes over (take).
+    ``PlainGradientSums`` below is what it does, written plainly: add, pop, and nothing else. Everything
+    here beyond that saves copies: in-place adds into spare arrays, slices kept sparse, places in one
+    array for the parameters' gradients (slot), and sums a kernel takes over (take).
     """
-    plain = PLAIN
 
     def __init__(self, recorded: bool, wanted: set = None):
         self.recorded = recorded       # create_graph: sums are recorded ops, never in place
@@ -105,10 +95,6 @@ class GradientSums:
     def add(self, node, grad, shape: tuple = None, spare: bool = False) -> None:
         """Add `grad` (a Tensor or a SliceGradient) into the gradient of `node`, whose output has
         `shape`: a gradient of the broadcast shape is summed back to it first."""
-        if self.plain:
-            grad = sum_to_shape(_dense(grad), shape) if shape is not None else _dense(grad)
-            self.sums[id(node)] = grad if id(node) not in self.sums else self.sums[id(node)] + grad
-            return
         if shape is not None and not isinstance(grad, SliceGradient):
             grad = sum_to_shape(grad, shape)
         key, spare = id(node), spare and not self.recorded
@@ -143,7 +129,7 @@ class GradientSums:
         (Function.take_gradient_so_far): (a Tensor, whether it is spare). (None, False), and the sum stays,
         unless it is a plain array of `shape` and `dtype` and nothing is recorded."""
         grad = self.sums.get(id(node))
-        if self.plain or self.recorded or grad is None or isinstance(grad, SliceGradient) or grad.shape != shape \
+        if self.recorded or grad is None or isinstance(grad, SliceGradient) or grad.shape != shape \
                 or grad.dtype != dtype:
             return None, False
         return self.pop(node)
@@ -156,7 +142,7 @@ class GradientSums:
         leaves' apart from the casts'), and each gets a view of it. So a step's parameter gradients are one
         allocation, not one each (and, as views of one array, lie end to end in memory)."""
         meta = self.placeable.get(id(node))
-        if self.plain or meta is None or id(node) in self.sums or meta[:2] != (tuple(shape), dtype):
+        if meta is None or id(node) in self.sums or meta[:2] != (tuple(shape), dtype):
             return None
         if id(node) not in self.slots:
             device = meta[2]
@@ -174,13 +160,35 @@ class GradientSums:
     def pop(self, node):
         """(the total gradient of `node` as a Tensor, whether it is spare), or (None, False)."""
         grad = self.sums.pop(id(node), None)
-        if self.plain:
-            return grad, False
         if isinstance(grad, SliceGradient):
             return grad.dense(), True               # a zero-filled buffer made just now
         spare = id(node) in self.spare
         self.spare.discard(id(node))
         return grad, spare
+
+
+class PlainGradientSums(GradientSums):
+    """GradientSums without its savings: each sum a new array, nothing spare, no places and no sums taken
+    over. ``TINYGRAD_GPU_PLAIN_SUMS=1`` makes the engine use it (``new_sums``); tests/test_gradient_sums.py
+    checks that a GPT's gradients are the same with it."""
+
+    def add(self, node, grad, shape: tuple = None, spare: bool = False) -> None:
+        grad = _dense(grad) if shape is None else sum_to_shape(_dense(grad), shape)     # shape: None for outputs
+        self.sums[id(node)] = grad if id(node) not in self.sums else self.sums[id(node)] + grad
+
+    def pop(self, node):
+        return self.sums.pop(id(node), None), False                                    # never spare
+
+    def take(self, node, shape: tuple, dtype):
+        return None, False
+
+    def slot(self, node, shape: tuple, dtype):
+        return None
+
+
+def new_sums(recorded: bool, wanted: set = None) -> GradientSums:
+    """The sums one backward keeps: plain ones when TINYGRAD_GPU_PLAIN_SUMS asks (PLAIN, read at import)."""
+    return (PlainGradientSums if PLAIN else GradientSums)(recorded, wanted)
 
 
 # ----------------------------------------------------------------------------- the check
