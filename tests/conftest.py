@@ -49,6 +49,18 @@ ON_HOST_ONLY = ("test_benchmark_cpu_kernels.py", "test_benchmark_gpu_check.py", 
 collect_ignore = list(ON_HOST_ONLY) if CUDA_PASS else []
 
 
+def on(device, *arrays):
+    """The arrays moved to `device` (None stays None: an absent bias, say), for calling a kernel's launcher."""
+    from tinygrad_gpu import device as devices
+    return [None if a is None else devices.move(a, devices.canonical(device)) for a in arrays]
+
+
+def host(*arrays):
+    """The arrays a launcher returned, as NumPy arrays (None stays None)."""
+    from tinygrad_gpu import device as devices
+    return [None if a is None else devices.move(a, "cpu") for a in arrays]
+
+
 def allocation(array):
     """Where the memory an array is a view of starts, for tests that ask whether arrays share one allocation. By
     address: the CuPy stand-in makes a new .base object each time, so id() and `is` cannot tell there."""

@@ -20,25 +20,6 @@ class Square(tg.autograd.Function):
         return 2 * x * grad
 
 
-class MulAdd(tg.autograd.Function):
-    """x * y + alpha * x, alpha a Python number."""
-    seen_needs_input_grad = []
-
-    @staticmethod
-    def forward(ctx, x, y, alpha):
-        ctx.save_for_backward(x, y)
-        ctx.alpha = alpha
-        MulAdd.seen_needs_input_grad.append(ctx.needs_input_grad)
-        return x * y + alpha * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grad_x = grad * (y + ctx.alpha) if ctx.needs_input_grad[0] else None
-        grad_y = grad * x if ctx.needs_input_grad[1] else None
-        return grad_x, grad_y, None
-
-
 class ExpWithMask(tg.autograd.Function):
     """exp(x), the mask x > 0 (float, marked non-differentiable) and argmax (integer): one output carries the
     gradient. Saves its output, which backward gets linked to the node, so the second derivative works."""
@@ -59,16 +40,42 @@ class ExpWithMask(tg.autograd.Function):
         return grad * out
 
 
-class Cube(tg.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x * x
+def written_for(base):
+    """Cube and MulAdd, written once against a Function base class: ours (tg.autograd.Function) or
+    torch.autograd.Function, so that the comparison with PyTorch runs the very same code in both engines."""
+    class Cube(base):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x * x
 
-    @staticmethod
-    def backward(ctx, grad):
-        x, = ctx.saved_tensors
-        return 3 * x * x * grad
+        @staticmethod
+        def backward(ctx, grad):
+            x, = ctx.saved_tensors
+            return 3 * x * x * grad
+
+    class MulAdd(base):
+        """x * y + alpha * x, alpha a Python number."""
+        seen_needs_input_grad = []
+
+        @staticmethod
+        def forward(ctx, x, y, alpha):
+            ctx.save_for_backward(x, y)
+            ctx.alpha = alpha
+            MulAdd.seen_needs_input_grad.append(tuple(ctx.needs_input_grad))
+            return x * y + alpha * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, y = ctx.saved_tensors
+            grad_x = grad * (y + ctx.alpha) if ctx.needs_input_grad[0] else None
+            grad_y = grad * x if ctx.needs_input_grad[1] else None
+            return grad_x, grad_y, None
+
+    return Cube, MulAdd
+
+
+Cube, MulAdd = written_for(tg.autograd.Function)
 
 
 def float64(data, device, requires_grad=True):
@@ -289,28 +296,7 @@ def test_setup_context_form(device):
 def test_the_same_ops_written_for_torch_agree(device):
     torch = pytest.importorskip("torch")
 
-    class TorchMulAdd(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, y, alpha):
-            ctx.save_for_backward(x, y)
-            ctx.alpha = alpha
-            return x * y + alpha * x
-
-        @staticmethod
-        def backward(ctx, grad):
-            x, y = ctx.saved_tensors
-            return grad * (y + ctx.alpha), grad * x, None
-
-    class TorchCube(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x * x
-
-        @staticmethod
-        def backward(ctx, grad):
-            x, = ctx.saved_tensors
-            return 3 * x * x * grad
+    TorchCube, TorchMulAdd = written_for(torch.autograd.Function)
 
     rng = np.random.default_rng(3)
     a, b, u = rng.standard_normal((3, 4)), rng.standard_normal((3, 4)), rng.standard_normal((3, 4))

@@ -93,11 +93,16 @@ DEFINITION = re.compile(rf"^[ \t]*(?:(?:async[ \t]+)?def|class)[ \t]+({IDENTIFIE
                         rf"|^[ \t]*(?:{IDENTIFIER}\.)?({IDENTIFIER})[ \t]*(?::[^=\n]*)?=(?!=)", flags=re.M)
 
 
+def prose(path: pathlib.Path) -> str:
+    """The file without its fenced blocks, each left as its line breaks (so that lines keep their numbers)."""
+    return re.sub(r"^```.*?^```[ \t]*$", lambda m: "\n" * m.group(0).count("\n"), path.read_text(),
+                  flags=re.M | re.S)
+
+
 def prose_spans(path: pathlib.Path) -> list:
     """(span, line, section) for every `...` span outside the fenced blocks, its white space made single spaces
     (a span may run over a line break)."""
-    text = re.sub(r"^```.*?^```[ \t]*$", lambda m: "\n" * m.group(0).count("\n"), path.read_text(),
-                  flags=re.M | re.S)
+    text = prose(path)
     headings = [(m.start(), m.group(1)) for m in re.finditer(r"^#+ (.*)$", text, flags=re.M)]
     return [(" ".join(m.group(1).split()), text.count("\n", 0, m.start()) + 1,
              next((title for start, title in reversed(headings) if start <= m.start()), ""))
@@ -275,7 +280,7 @@ def _flat(text: str) -> str:
 
 
 def _readme_prose() -> str:
-    return _flat(re.sub(r"^```.*?^```[ \t]*$", " ", README.read_text(), flags=re.M | re.S))
+    return _flat(prose(README))
 
 
 def test_the_default_runs_figures_are_stated_once():

@@ -21,7 +21,7 @@ from tinygrad_gpu import device as devices
 from tinygrad_gpu import dtypes
 from tinygrad_gpu.kernels import adamw, causal_softmax, cpu_paths, cross_entropy, embedding_backward, gelu, layernorm, runtime
 
-from conftest import allocation, gpu, requires_gpu
+from conftest import allocation, gpu, on, requires_gpu
 
 EPS = float(np.finfo(np.float32).eps)
 KERNEL_DEVICES = ["emu", pytest.param("cuda", marks=[gpu, requires_gpu])]
@@ -39,10 +39,6 @@ HALF = [dtypes.float16, dtypes.bfloat16]
 STORAGE_DTYPES = [dtypes.float32, *HALF]
 STEP = {dtypes.float32: (0.0, 0.0), dtypes.float16: (2.0**-10, 2.0**-24), dtypes.bfloat16: (2.0**-7, 2.0**-133)}
 by_storage_dtype = pytest.mark.parametrize("dtype", STORAGE_DTYPES, ids=lambda d: np.dtype(d).name)
-
-
-def on(device, *arrays):
-    return [devices.move(a, devices.canonical(device)) for a in arrays]
 
 
 def back(*arrays):

@@ -17,7 +17,7 @@ from tinygrad_gpu import device as devices
 from tinygrad_gpu import dtypes
 from tinygrad_gpu.kernels import layernorm, runtime
 
-from conftest import gpu, requires_gpu
+from conftest import gpu, host, on, requires_gpu
 
 EPS = float(np.finfo(np.float32).eps)
 KERNEL_DEVICES = ["emu", pytest.param("cuda", marks=[gpu, requires_gpu])]
@@ -28,14 +28,6 @@ STEP = {dtypes.float32: 0.0, dtypes.float16: 2.0**-10, dtypes.bfloat16: 2.0**-7}
 on_standin = pytest.mark.skipif(not tg.cuda_available() or
                                 not getattr(devices.cupy(), "__name__", "").endswith("cupy_standin"),
                                 reason="reads the CuPy stand-in's counters")
-
-
-def on(device, *arrays):
-    return [None if a is None else devices.move(a, devices.canonical(device)) for a in arrays]
-
-
-def host(*arrays):
-    return [None if a is None else devices.move(a, "cpu") for a in arrays]
 
 
 def wide(a):

@@ -19,7 +19,7 @@ from tinygrad_gpu import device as devices
 from tinygrad_gpu import dtypes
 from tinygrad_gpu.kernels import layernorm, runtime
 
-from conftest import gpu, requires_gpu
+from conftest import gpu, host, on, requires_gpu
 
 EPS = float(np.finfo(np.float32).eps)
 KERNEL_DEVICES = ["emu", pytest.param("cuda", marks=[gpu, requires_gpu])]
@@ -33,14 +33,6 @@ FLOOR = {dtypes.float32: 2.0**-150, dtypes.float16: 2.0**-25, dtypes.bfloat16: 2
 # noise, where a one-pass variance (mean(x^2) - mean^2) would cancel.
 CASES = [(1, 37, True, 5.0), (5, 130, False, 5.0), (layernorm.NAIVE_BLOCK + 3, 45, True, 5.0),
          (3, 1, True, 5.0), (2, 4103, False, 5.0), (7, 64, True, 1000.0)]
-
-
-def on(device, *arrays):
-    return [None if a is None else devices.move(a, devices.canonical(device)) for a in arrays]
-
-
-def host(*arrays):
-    return [devices.move(a, "cpu") for a in arrays]
 
 
 def wide(a):

@@ -1,7 +1,7 @@
-"""Causal attention: CausalAttention.composition (ops/fused.py; the cpu's) · reference_* · causal_attention.cu.
+"""Causal attention: CausalAttention.composition (ops/fused.py) · reference_* · causal_attention.cu (cuda, emu).
 
 Causal self-attention in one kernel per direction (two for the backward): the NumPy reference and the
-launcher.
+launcher. (The cpu runs CausalAttention's plain version instead: products around causal_softmax.)
 
 q, k, v: (..., L, E) with the same leading (batch) dimensions and L == S; every leading dimension but the
 last is a batch, the last is the head (a 3-D input has one batch; a 2-D one, one of each). The kernels

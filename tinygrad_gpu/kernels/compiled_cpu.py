@@ -404,7 +404,7 @@ def causal_softmax_forward(scores, scale: float, scores_is_spare: bool = False):
 
 @kernel
 def _causal_softmax_backward_rows(probs, dout, out, c):
-    """scale p (dp - sum_j p_j dp_j), a row per iteration; out may be dout' own memory."""
+    """scale p (dp - sum_j p_j dp_j), a row per iteration; out may be dout's own memory."""
     zero, scale = c[0], c[2]
     rows, S = probs.shape
     for row in prange(rows):

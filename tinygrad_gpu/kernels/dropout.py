@@ -1,4 +1,4 @@
-"""Dropout: Dropout.composition (ops/fused.py) · reference_* (also the cpu's) · dropout.cu (cuda, emu).
+"""Dropout: Dropout.composition (ops/fused.py) · reference_* · dropout.cu (cuda, emu); the cpu: a NumPy mask.
 
 Dropout with its mask drawn inside the kernel: the NumPy reference and the launcher.
 
