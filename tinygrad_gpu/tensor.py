@@ -134,15 +134,19 @@ class Function:
 
     @classmethod
     def apply(cls, *inputs: Tensor, **options) -> Tensor:
-        device = inputs[0].device
-        for t in inputs[1:]:
+        device, wants_grad = inputs[0].device, False
+        for t in inputs:
             if t.device != device:
                 raise RuntimeError(f"{cls.op_name()}: expected all tensors on the same device, got {device} "
                                    f"and {t.device}; move one with .to({device!r})")
+            wants_grad = wants_grad or t.requires_grad
         ctx = cls()
         ctx.device = device
-        ctx.recording = _GradMode.enabled and any(t.requires_grad for t in inputs)
-        with devices.use(device):            # on a GPU, the op runs (and allocates) where its inputs live
+        ctx.recording = _GradMode.enabled and wants_grad
+        if devices.is_cuda(device):
+            with devices.use(device):        # on a GPU, the op runs (and allocates) where its inputs live
+                out = ctx.forward(*inputs, **options)
+        else:
             out = ctx.forward(*inputs, **options)
         # Where the result lives: the inputs' device, except for a copy to another (movement.ToDevice sets it).
         out_device = getattr(ctx, "out_device", device)
@@ -150,11 +154,11 @@ class Function:
             ctx.recording = False      # integer and bool results (x.long(), argmax) carry no gradient
         if not ctx.recording:
             return Tensor._wrap(out, out_device)
-        ctx.next_nodes = tuple(t._node() for t in inputs)
+        ctx.next_nodes = nodes = tuple([t._node() for t in inputs])
         ctx.sequence_nr, Function.recorded = Function.recorded, Function.recorded + 1
-        ctx.needs_input_grad = tuple(node is not None for node in ctx.next_nodes)
-        ctx.input_shapes = tuple(t.shape for t in inputs)
-        ctx.input_dtypes = tuple(t.data.dtype for t in inputs)
+        ctx.needs_input_grad = tuple([node is not None for node in nodes])
+        ctx.input_shapes = tuple([t.data.shape for t in inputs])
+        ctx.input_dtypes = tuple([t.data.dtype for t in inputs])
         ctx.freed = False
         if cls.saves_output:
             ctx.out_data = out

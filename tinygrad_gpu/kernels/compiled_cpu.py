@@ -53,9 +53,12 @@ class Kernel:
     serial builds, which compile 3 times faster (4.2 s for all kernels against 11.9 s, measured) and need no
     thread count set around each call (that took 5 of a small kernel's 7 microseconds).
 
-    Some kernels have no serial build (serial=False): there LLVM leaves the plain loop unvectorized (GELU's, 8
-    times slower; AdamW's, 5 times), since only in a parallel loop does numba promise it that the arrays do not
-    overlap. Below PARALLEL_MIN they run their parallel build on one thread."""
+    A serial loop is vectorized only where LLVM may assume that what it writes does not change what it reads: in
+    a parallel loop numba promises that the arrays do not overlap, in a serial one LLVM checks it at run time, and
+    where they do overlap (an output written over its input), it runs the loop one element at a time. So a kernel
+    reads its constants into locals before its loop (GELU's: _held_constants; read from their array inside the
+    loop, they made GELU's serial loop 8 times slower), and _multiply_into, which writes over an input, has no
+    serial build (serial=False): it runs its parallel build on one thread below PARALLEL_MIN."""
 
     def __init__(self, function, fastmath, serial: bool = True):
         self.parallel = _compiled(function, fastmath, parallel=True)
@@ -85,15 +88,16 @@ def kernel(function):
 
 
 def kernel_without_serial_build(function):
-    """A kernel as above that runs its parallel build on one core too: GELU's, whose plain loop LLVM does not
-    vectorize (Kernel says why), and _multiply_into, whose parallel build starts numba's threads at import."""
+    """A kernel as above that runs its parallel build on one core too: _multiply_into, which writes over one of its
+    inputs (Kernel says why that needs the parallel build), and whose parallel build starts numba's threads at
+    import."""
     return Kernel(function, REORDERED, serial=False)
 
 
 def kernel_in_order(function):
     """A kernel computed in its written order and rounding, as the reference is (AdamW: the small differences
-    a fused multiply-add makes grow through m / sqrt(v) over the steps). No serial build (Kernel says why)."""
-    return Kernel(function, False, serial=False)
+    a fused multiply-add makes grow through m / sqrt(v) over the steps)."""
+    return Kernel(function, False)
 
 
 # How many cores a kernel call takes. Between two products the other cores are rarely free: after every product
@@ -115,6 +119,14 @@ def _parts(elements: int, rows: int) -> int:
     """Stretches of rows, one per core that _run will use: a kernel that keeps something per part (partial sums,
     scratch memory) makes it once per part, not once per row."""
     return max(1, min(_cores_for(elements), rows))
+
+
+def _written_over(spare, own: bool):
+    """Where a kernel that may write its result over its input writes it: over `spare` (an array nobody else holds)
+    when `own` says so and the parallel build will run; below PARALLEL_MIN, in a new array, which the serial
+    build fills twice as fast as it overwrites its own input (Kernel says why; layer norm's backward at (768,
+    128): 38 against 77 us), and which, that small, costs little memory."""
+    return spare if own and spare.size >= PARALLEL_MIN else np.empty_like(spare)
 
 
 def _run(kernel: Kernel, elements: int, *args) -> None:
@@ -183,17 +195,25 @@ def _gelu_and_slope(v, rational, c):
     return half * v * (one + t), half * (one + t) + xc * (half * k * (one + three_cubic * square)) * (one - t * t)
 
 
-@kernel_without_serial_build
+@helper
+def _held_constants(c):
+    """_gelu_constants' 17 values as a tuple, read once before the loop (Kernel says why)."""
+    return (c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15],
+            c[16])
+
+
+@kernel
 def _gelu_loop(x, out, slope, keep_slope, rational, c):
     """gelu.cu's loop, numba giving each core one stretch of the elements. Two loops, not one with an `if
     keep_slope` inside: LLVM vectorizes a loop without that branch (twice as fast, measured), and drops the
     slope's arithmetic from the loop that stores none."""
+    held = _held_constants(c)
     if keep_slope:
         for i in prange(x.size):
-            out[i], slope[i] = _gelu_and_slope(x[i], rational, c)
+            out[i], slope[i] = _gelu_and_slope(x[i], rational, held)
     else:
         for i in prange(x.size):
-            out[i] = _gelu_and_slope(x[i], rational, c)[0]
+            out[i] = _gelu_and_slope(x[i], rational, held)[0]
 
 
 def _gelu(x, k: float, c: float, keep_slope: bool):
@@ -301,7 +321,7 @@ def layernorm_backward(x, weight, mean, rstd, dout, need_params: bool = True, do
     work = working_dtype(dtype)
     x, weight, mean, rstd = (np.ascontiguousarray(a, work) for a in (x, weight, mean, rstd))
     converted = np.ascontiguousarray(dout, work)
-    dx = converted if dout_is_spare or converted is not dout else np.empty((rows, n), work)   # a copy is ours
+    dx = _written_over(converted, dout_is_spare or converted is not dout)                # a copy is ours
     parts = _parts(x.size, rows)
     width = n if need_params else 0
     dweight_parts, dbias_parts = np.zeros((parts, width), work), np.zeros((parts, width), work)
@@ -390,11 +410,12 @@ def _causal_softmax_forward_rows(scores, out, L, parts, own_exp, c):
 
 
 def causal_softmax_forward(scores, scale: float, scores_is_spare: bool = False):
-    """Into scores itself when it is spare (each row's scores are read before its probabilities are written)."""
+    """Into scores itself when it is spare and large (_written_over; each row's scores are read before its
+    probabilities are written)."""
     dtype, (L, S) = scores.dtype, scores.shape[-2:]
     work = working_dtype(dtype)
     z = np.ascontiguousarray(scores, work)
-    out = z if scores_is_spare or z is not scores else np.empty_like(z)
+    out = _written_over(z, scores_is_spare or z is not scores)
     if z.size:
         rows = z.size // S
         _run(_causal_softmax_forward_rows, z.size, z.reshape(rows, S), out.reshape(rows, S), L,
@@ -419,7 +440,7 @@ def causal_softmax_backward(probs, dout, scale: float, dout_is_spare: bool = Fal
     dtype, S = probs.dtype, probs.shape[-1]
     work = working_dtype(dtype)
     p, dp = np.ascontiguousarray(probs, work), np.ascontiguousarray(dout, work)
-    out = dp if dout_is_spare or dp is not dout else np.empty_like(dp)
+    out = _written_over(dp, dout_is_spare or dp is not dout)
     if p.size:
         _run(_causal_softmax_backward_rows, p.size, p.reshape(-1, S), dp.reshape(-1, S), out.reshape(-1, S),
                                       _constants(work, 0, 1, scale))
