@@ -146,7 +146,7 @@ class Function:
         if devices.is_cuda(device):
             with devices.use(device):        # on a GPU, the op runs (and allocates) where its inputs live
                 out = ctx.forward(*inputs, **options)
-        else:
+        else:                                # (the cpu has no device to enter: a context would cost a microsecond)
             out = ctx.forward(*inputs, **options)
         # Where the result lives: the inputs' device, except for a copy to another (movement.ToDevice sets it).
         out_device = getattr(ctx, "out_device", device)
@@ -154,6 +154,7 @@ class Function:
             ctx.recording = False      # integer and bool results (x.long(), argmax) carry no gradient
         if not ctx.recording:
             return Tensor._wrap(out, out_device)
+        # Lists, not generators, make the tuples: faster, and this runs for every op recorded.
         ctx.next_nodes = nodes = tuple([t._node() for t in inputs])
         ctx.sequence_nr, Function.recorded = Function.recorded, Function.recorded + 1
         ctx.needs_input_grad = tuple([node is not None for node in nodes])
