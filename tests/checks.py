@@ -19,12 +19,12 @@ def shapes(min_dims=0, max_dims=3, min_side=1, max_side=4):
     return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
 
 
-def values(shape, low=-3.0, high=3.0, away_from=None, distinct=False):
+def values(shape, low=-3.0, high=3.0, away_from=None):
     """float64 arrays in [low, high]; `away_from`: keep |x - a| > 1e-3 for each a (kinks)."""
     elements = st.floats(low, high, allow_nan=False, allow_infinity=False, width=64)
     if away_from is not None:
         elements = elements.filter(lambda v: all(abs(v - a) > 1e-3 for a in away_from))
-    return hnp.arrays(np.float64, shape, elements=elements, unique=distinct)
+    return hnp.arrays(np.float64, shape, elements=elements)
 
 
 @st.composite
