@@ -54,7 +54,8 @@ def _rows(kernel: str, device: str, out_like, inputs, scale: float):
 
 
 def forward(scores, scale: float, device: str, scores_is_spare: bool = False):
-    """scores_is_spare: nobody else holds scores, and the CPU computes the probabilities in it."""
+    """scores_is_spare: nobody else holds scores, and the CPU may compute the probabilities in it (the compiled
+    path for large arrays only: compiled_cpu._written_over)."""
     cpu = cpu_paths.cpu_kernels(device, scores)
     if cpu:
         return cpu.causal_softmax_forward(scores, scale, scores_is_spare)
@@ -64,7 +65,7 @@ def forward(scores, scale: float, device: str, scores_is_spare: bool = False):
 
 
 def backward(probs, dout, scale: float, device: str, dout_is_spare: bool = False):
-    """dout_is_spare: nobody else holds dout, and the CPU computes the result in it."""
+    """dout_is_spare: nobody else holds dout, and the CPU may compute the result in it (as in forward)."""
     cpu = cpu_paths.cpu_kernels(device, probs, dout)
     if cpu:
         return cpu.causal_softmax_backward(probs, dout, scale, dout_is_spare)
