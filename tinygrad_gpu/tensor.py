@@ -143,10 +143,7 @@ class Function:
         ctx = cls()
         ctx.device = device
         ctx.recording = _GradMode.enabled and wants_grad
-        if devices.is_cuda(device):
-            with devices.use(device):        # on a GPU, the op runs (and allocates) where its inputs live
-                out = ctx.forward(*inputs, **options)
-        else:                                # (the cpu has no device to enter: a context would cost a microsecond)
+        with devices.use(device):            # on a GPU, the op runs (and allocates) where its inputs live
             out = ctx.forward(*inputs, **options)
         # Where the result lives: the inputs' device, except for a copy to another (movement.ToDevice sets it).
         out_device = getattr(ctx, "out_device", device)
