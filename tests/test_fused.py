@@ -117,6 +117,21 @@ def test_causal_attention(device, batch, heads, length, dim, scale, seed):
     check_everywhere(device, fn, [q, k, v], fused_op=fused.CausalAttention)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("small_product", [0, 10 ** 6])
+def test_a_product_with_a_transposed_operand_is_a_times_b_transposed(monkeypatch, dtype, small_product):
+    """Both ways the cpu multiplies by b^T (b^T copied contiguous, or b^T as a view), for stacked matrices."""
+    from tinygrad_gpu.ops import linalg
+    monkeypatch.setattr(linalg, "SMALL_PRODUCT", small_product)
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((2, 3, 9, 5)).astype(dtype) for _ in range(2))
+    got = linalg.product_with_transposed(a, b[:, :, 1:])               # b: a strided view, as k is in GPT
+    want = (a.astype(np.float64) @ b[:, :, 1:].astype(np.float64).swapaxes(-1, -2))
+    assert got.dtype == dtype and got.shape == (2, 3, 9, 8)
+    half = dtype == np.float16
+    np.testing.assert_allclose(got, want, rtol=2e-3 if half else 1e-5, atol=1e-2 if half else 1e-5)
+
+
 @pytest.mark.parametrize("device", ["cpu", "emu"])
 def test_a_second_backward_through_the_fused_ops_gives_the_same_gradients(device):
     """retain_graph: a fused op's CPU backward that computes in its incoming gradient (layer norm, GELU)

@@ -366,23 +366,48 @@ def _exp_parts(t, c):
 
 
 @helper
-def _exp_in_place(values, n, powers, own_exp, c):
-    """values[:n] = exp(values[:n]); returns their sum, added up in float64 (in float32 lanes a vocabulary of 50,257
-    values would lose about 20 ulps of it). own_exp (float32 data): by _exp_parts, with powers an int32 scratch of at
-    least n; else by math.exp (float64 data)."""
+def _exp_in_place(values, row, n, powers, own_exp, c):
+    """values[row, :n] = exp(values[row, :n]); returns their sum, added up in float64 (in float32 lanes a vocabulary
+    of 50,257 values would lose about 20 ulps of it). own_exp (float32 data): by _exp_parts, with powers an int32
+    scratch of at least n; else by math.exp (float64 data). A row of a 2-D array, not a 1-D view of it: numba
+    counts references to every view it makes, two atomic operations a row."""
     total = 0.0
     if own_exp:
         two_to_the_k = powers.view(np.float32)
         for j in range(n):
-            values[j], powers[j] = _exp_parts(values[j], c)
+            values[row, j], powers[j] = _exp_parts(values[row, j], c)
         for j in range(n):
-            values[j] *= two_to_the_k[j]
-            total += values[j]
+            values[row, j] *= two_to_the_k[j]
+            total += values[row, j]
     else:
         for j in range(n):
-            values[j] = math.exp(values[j])
-            total += values[j]
+            values[row, j] = math.exp(values[row, j])
+            total += values[row, j]
     return total
+
+
+LANES = 16
+
+
+@helper
+def _row_max(values, row, n, scale, lanes):
+    """The largest of scale values[row, j] for j < n (n >= 1), in LANES running maxima (lanes: scratch of LANES)
+    that the loop updates side by side: one running maximum waits out a max's latency at each element, and LLVM
+    does not split it into lanes itself (not even with fastmath's no-nan flag, measured). 2.9 times faster on rows
+    of 256. A nan is kept or dropped as max(a, b) keeps it; the row's sum of exps is nan either way."""
+    top = scale * values[row, 0]
+    whole = n - n % LANES
+    if whole:
+        for lane in range(LANES):
+            lanes[lane] = top
+        for j in range(0, whole, LANES):
+            for lane in range(LANES):
+                lanes[lane] = max(lanes[lane], scale * values[row, j + lane])
+        for lane in range(LANES):
+            top = max(top, lanes[lane])
+    for j in range(whole, n):
+        top = max(top, scale * values[row, j])
+    return top
 
 
 # ----------------------------------------------------------------------------- causal softmax (causal_softmax.py)
@@ -394,15 +419,16 @@ def _causal_softmax_forward_rows(scores, out, L, parts, own_exp, c):
     scale, zero, one = c[0], c[1], c[2]
     rows, S = scores.shape
     for part in prange(parts):
-        powers = np.empty(S, np.int32)
+        powers, lanes, inverse = np.empty(S, np.int32), np.empty(LANES, out.dtype), np.empty(1, out.dtype)
         for row in range(part * rows // parts, (part + 1) * rows // parts):
             seen = min(row % L + 1, S)
-            top = scale * scores[row, 0]
-            for j in range(1, seen):
-                top = max(top, scale * scores[row, j])
+            top = _row_max(scores, row, seen, scale, lanes)
             for j in range(seen):
                 out[row, j] = scale * scores[row, j] - top
-            r = one / _exp_in_place(out[row], seen, powers, own_exp, c)
+            # 1 / sum rounded to the data's dtype: with a float64 factor LLVM widened each product to float64 and
+            # divided by the sum inside the loop (a third of the kernel's time on rows of 256)
+            inverse[0] = one / _exp_in_place(out, row, seen, powers, own_exp, c)
+            r = inverse[0]
             for j in range(seen):
                 out[row, j] *= r
             for j in range(seen, S):
@@ -457,15 +483,14 @@ def _cross_entropy_forward_rows(x, targets, ignore_index, losses, lse, parts, ow
     smoothing, zero, one = c[0], c[1], c[2]
     rows, C = x.shape
     for part in prange(parts):
-        values, powers = np.empty(C, x.dtype), np.empty(C, np.int32)
+        values, powers, lanes = np.empty((1, C), x.dtype), np.empty(C, np.int32), np.empty(LANES, x.dtype)
         for row in range(part * rows // parts, (part + 1) * rows // parts):
-            top, total = x[row, 0], 0.0             # total: for the mean, in float64 as _exp_in_place's sum
+            top, total = _row_max(x, row, C, one, lanes), 0.0   # total: for the mean, in float64 as the exp's sum
             for j in range(C):
-                top = max(top, x[row, j])
                 total += x[row, j]
             for j in range(C):
-                values[j] = x[row, j] - top
-            row_lse = top + math.log(_exp_in_place(values, C, powers, own_exp, c))
+                values[0, j] = x[row, j] - top
+            row_lse = top + math.log(_exp_in_place(values, 0, C, powers, own_exp, c))
             lse[row] = row_lse
             t = targets[row]
             if t == ignore_index:
@@ -503,7 +528,7 @@ def _cross_entropy_backward_rows(x, targets, ignore_index, lse, dout, dx, parts,
             uniform, hit = smoothing / C, one - smoothing
             for j in range(C):
                 dx[row, j] = x[row, j] - lse[row]
-            _exp_in_place(dx[row], C, powers, own_exp, c)
+            _exp_in_place(dx, row, C, powers, own_exp, c)
             for j in range(C):
                 dx[row, j] = g * (dx[row, j] - uniform - (hit if j == t else zero))
 

@@ -21,7 +21,7 @@ from .. import kernels
 from ..amp import autocast_mode
 from ..tensor import Function, Tensor, is_grad_enabled
 from .elementwise import Cast, gelu_tanh
-from .linalg import product
+from .linalg import product, product_with_transposed
 from .movement import GetItem
 
 
@@ -196,7 +196,7 @@ class CausalAttention(Function):
             return out
         keep = CausalAttention._keep(q, k, keep, dropout)
         ctx.keep = None if keep is None else keep.data
-        scores = product(q.data, k.data.swapaxes(-1, -2))   # a new array: the softmax may compute in it
+        scores = product_with_transposed(q.data, k.data)   # a new array: the softmax may compute in it
         ctx.probs = weights = kernels.causal_softmax.forward(scores, scale, ctx.device, scores_is_spare=True)
         if keep is not None:
             weights = weights * ctx.keep
@@ -213,7 +213,7 @@ class CausalAttention(Function):
                                                      ctx.dropout, need, grads=into)
         ds = None
         if need[0] or need[1]:
-            dp = product(dy, v.swapaxes(-1, -2))
+            dp = product_with_transposed(dy, v)
             if ctx.keep is not None:
                 dp *= ctx.keep
             ds = kernels.causal_softmax.backward(ctx.probs, dp, ctx.scale, ctx.device, dout_is_spare=True)
