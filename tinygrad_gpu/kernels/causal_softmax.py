@@ -54,8 +54,7 @@ def _rows(kernel: str, device: str, out_like, inputs, scale: float):
 
 
 def forward(scores, scale: float, device: str, scores_is_spare: bool = False):
-    """scores_is_spare: nobody else holds scores, and the CPU may compute the probabilities in it (the compiled
-    path for large arrays only: compiled_cpu._written_over)."""
+    """scores_is_spare: nobody else holds scores, and the CPU may compute the probabilities in it."""
     cpu = cpu_paths.cpu_kernels(device, scores)
     if cpu:
         return cpu.causal_softmax_forward(scores, scale, scores_is_spare)

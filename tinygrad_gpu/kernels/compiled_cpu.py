@@ -55,19 +55,20 @@ class Kernel:
 
     A serial loop is vectorized only where LLVM may assume that what it writes does not change what it reads: in
     a parallel loop numba promises that the arrays do not overlap, in a serial one LLVM checks it at run time, and
-    where they do overlap (an output written over its input), it runs the loop one element at a time. So a kernel
-    reads its constants into locals before its loop (GELU's: _held_constants; read from their array inside the
-    loop, they made GELU's serial loop 8 times slower), and _multiply_into, which writes over an input, has no
-    serial build (serial=False): it runs its parallel build on one thread below PARALLEL_MIN."""
+    where they do overlap, it runs the loop one element at a time. So a kernel reads its constants into locals
+    before its loop (GELU's: _held_constants; read from their array inside the loop, they made GELU's serial loop
+    8 times slower), and a kernel that may write its result over its input (a spare one, *_is_spare) has a loop of
+    its own for that case, which reads and writes the one array: given the input twice, as input and as output,
+    the loop failed the check and ran twice as slowly as into a new array (layer norm's backward at (768, 128): 77
+    against 38 us), while the loop of one array runs faster than either (35 against 48 us into a new array, with
+    the data out of cache, as in a training step)."""
 
-    def __init__(self, function, fastmath, serial: bool = True):
+    def __init__(self, function, fastmath):
         self.parallel = _compiled(function, fastmath, parallel=True)
-        self.serial = None
-        if serial:
-            copy = types.FunctionType(function.__code__, function.__globals__, function.__name__ + "_serial",
-                                      function.__defaults__, function.__closure__)
-            copy.__qualname__ = function.__qualname__ + "_serial"      # numba names its cache files by it
-            self.serial = _compiled(copy, fastmath, parallel=False)
+        copy = types.FunctionType(function.__code__, function.__globals__, function.__name__ + "_serial",
+                                  function.__defaults__, function.__closure__)
+        copy.__qualname__ = function.__qualname__ + "_serial"      # numba names its cache files by it
+        self.serial = _compiled(copy, fastmath, parallel=False)
 
 
 def _compiled(function, fastmath, parallel: bool):
@@ -85,13 +86,6 @@ def _compiled(function, fastmath, parallel: bool):
 def kernel(function):
     """A kernel whose sums LLVM may reorder into vector lanes, and whose products and sums it may fuse."""
     return Kernel(function, REORDERED)
-
-
-def kernel_without_serial_build(function):
-    """A kernel as above that runs its parallel build on one core too: _multiply_into, which writes over one of its
-    inputs (Kernel says why that needs the parallel build), and whose parallel build starts numba's threads at
-    import."""
-    return Kernel(function, REORDERED, serial=False)
 
 
 def kernel_in_order(function):
@@ -121,28 +115,9 @@ def _parts(elements: int, rows: int) -> int:
     return max(1, min(_cores_for(elements), rows))
 
 
-def _written_over(spare, own: bool):
-    """Where a kernel that may write its result over its input writes it: over `spare` (an array nobody else holds)
-    when `own` says so and the parallel build will run; below PARALLEL_MIN, in a new array, which the serial
-    build fills twice as fast as it overwrites its own input (Kernel says why; layer norm's backward at (768,
-    128): 38 against 77 us), and which, that small, costs little memory."""
-    return spare if own and spare.size >= PARALLEL_MIN else np.empty_like(spare)
-
-
 def _run(kernel: Kernel, elements: int, *args) -> None:
-    """kernel(*args) on _cores_for(elements) cores: its serial build, or its parallel one, below PARALLEL_MIN on one
-    thread (numba's count for this thread is put back after)."""
-    if elements >= PARALLEL_MIN:
-        kernel.parallel(*args)
-    elif kernel.serial is not None:
-        kernel.serial(*args)
-    else:
-        previous = numba.get_num_threads()
-        numba.set_num_threads(1)
-        try:
-            kernel.parallel(*args)
-        finally:
-            numba.set_num_threads(previous)
+    """kernel(*args) on _cores_for(elements) cores: its serial build below PARALLEL_MIN, else its parallel one."""
+    (kernel.parallel if elements >= PARALLEL_MIN else kernel.serial)(*args)
 
 
 def helper(function):
@@ -233,10 +208,15 @@ def gelu_forward_and_slope(x, k: float, c: float):
     return _gelu(x, k, c, keep_slope=True)
 
 
-@kernel_without_serial_build
-def _multiply_into(a, b, out):
-    for i in prange(out.size):
-        out[i] = a[i] * b[i]
+@kernel
+def _multiply_into(a, b, out, into_b):
+    """out = a b; into_b: out is b itself (Kernel says why that is a loop of its own)."""
+    if into_b:
+        for i in prange(b.size):
+            b[i] *= a[i]
+    else:
+        for i in prange(out.size):
+            out[i] = a[i] * b[i]
 
 
 def gelu_backward_from_slope(slope, dout, dtype, dout_is_spare: bool = False):
@@ -244,7 +224,7 @@ def gelu_backward_from_slope(slope, dout, dtype, dout_is_spare: bool = False):
     if dout.dtype != slope.dtype or not dout.flags.c_contiguous:
         return (slope * dout).astype(dtype, copy=False)
     dx = dout if dout_is_spare else np.empty_like(dout)
-    _run(_multiply_into, dout.size, slope.reshape(-1), dout.reshape(-1), dx.reshape(-1))
+    _run(_multiply_into, dout.size, slope.reshape(-1), dout.reshape(-1), dx.reshape(-1), dx is dout)
     return dx.astype(dtype, copy=False)
 
 
@@ -290,9 +270,9 @@ def layernorm_forward(x, weight, bias, eps: float):
 
 
 @kernel
-def _layernorm_backward_rows(x, weight, mean, rstd, dout, dx, need_params, dweight_parts, dbias_parts, c):
+def _layernorm_backward_rows(x, weight, mean, rstd, dout, dx, into_dout, need_params, dweight_parts, dbias_parts, c):
     """layernorm.cu's backward: dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout w, a row per
-    iteration (dx may be dout's own memory: each element is read before it is written). The parameters'
+    iteration; into_dout: dx is dout itself (each element is read before it is written). The parameters'
     gradients are sums over rows: each of the parts (one per core) sums its stretch of rows, and the
     caller adds the parts, as the fused kernel's blocks leave partial sums."""
     zero, inv_n = c[0], c[2]
@@ -311,9 +291,12 @@ def _layernorm_backward_rows(x, weight, mean, rstd, dout, dx, need_params, dweig
                     dweight_parts[part, j] += dout[row, j] * xhat
                     dbias_parts[part, j] += dout[row, j]
             mean_g, mean_gx = sum_g * inv_n, sum_gx * inv_n
-            for j in range(n):
-                xhat = (x[row, j] - m) * r
-                dx[row, j] = r * (dout[row, j] * weight[j] - mean_g - xhat * mean_gx)
+            if into_dout:                      # one array read and written (Kernel says why)
+                for j in range(n):
+                    dout[row, j] = r * (dout[row, j] * weight[j] - mean_g - (x[row, j] - m) * r * mean_gx)
+            else:
+                for j in range(n):
+                    dx[row, j] = r * (dout[row, j] * weight[j] - mean_g - (x[row, j] - m) * r * mean_gx)
 
 
 def layernorm_backward(x, weight, mean, rstd, dout, need_params: bool = True, dout_is_spare: bool = False):
@@ -321,12 +304,12 @@ def layernorm_backward(x, weight, mean, rstd, dout, need_params: bool = True, do
     work = working_dtype(dtype)
     x, weight, mean, rstd = (np.ascontiguousarray(a, work) for a in (x, weight, mean, rstd))
     converted = np.ascontiguousarray(dout, work)
-    dx = _written_over(converted, dout_is_spare or converted is not dout)                # a copy is ours
+    dx = converted if dout_is_spare or converted is not dout else np.empty_like(converted)  # a copy is ours
     parts = _parts(x.size, rows)
     width = n if need_params else 0
     dweight_parts, dbias_parts = np.zeros((parts, width), work), np.zeros((parts, width), work)
-    _run(_layernorm_backward_rows, x.size, x, weight, mean, rstd, converted, dx, need_params, dweight_parts,
-         dbias_parts, _constants(work, 0, 1, _inverse(n)))
+    _run(_layernorm_backward_rows, x.size, x, weight, mean, rstd, converted, dx, dx is converted, need_params,
+         dweight_parts, dbias_parts, _constants(work, 0, 1, _inverse(n)))
     dweight, dbias = (dweight_parts.sum(0), dbias_parts.sum(0)) if need_params else (None, None)
     return tuple(None if a is None else a.astype(dtype, copy=False) for a in (dx, dweight, dbias))
 
@@ -412,10 +395,11 @@ def _row_max(values, row, n, scale, lanes):
 
 # ----------------------------------------------------------------------------- causal softmax (causal_softmax.py)
 @kernel
-def _causal_softmax_forward_rows(scores, out, L, parts, own_exp, c):
+def _causal_softmax_forward_rows(scores, out, into_scores, L, parts, own_exp, c):
     """causal_softmax.cu's forward, a row per iteration: query i (the row's place in its (L, S) matrix) sees keys
     0..i; their scaled scores less the largest, exp'd, divided by their sum; the future's probabilities 0. Unlike
-    the kernel, only the keys seen are exp'd: half the work for a square matrix."""
+    the kernel, only the keys seen are exp'd: half the work for a square matrix. into_scores: out is scores
+    itself (each row's scores are read before its probabilities are written)."""
     scale, zero, one = c[0], c[1], c[2]
     rows, S = scores.shape
     for part in prange(parts):
@@ -423,8 +407,12 @@ def _causal_softmax_forward_rows(scores, out, L, parts, own_exp, c):
         for row in range(part * rows // parts, (part + 1) * rows // parts):
             seen = min(row % L + 1, S)
             top = _row_max(scores, row, seen, scale, lanes)
-            for j in range(seen):
-                out[row, j] = scale * scores[row, j] - top
+            if into_scores:                    # one array read and written (Kernel says why)
+                for j in range(seen):
+                    scores[row, j] = scale * scores[row, j] - top
+            else:
+                for j in range(seen):
+                    out[row, j] = scale * scores[row, j] - top
             # 1 / sum rounded to the data's dtype: with a float64 factor LLVM widened each product to float64 and
             # divided by the sum inside the loop (a third of the kernel's time on rows of 256)
             inverse[0] = one / _exp_in_place(out, row, seen, powers, own_exp, c)
@@ -436,40 +424,43 @@ def _causal_softmax_forward_rows(scores, out, L, parts, own_exp, c):
 
 
 def causal_softmax_forward(scores, scale: float, scores_is_spare: bool = False):
-    """Into scores itself when it is spare and large (_written_over; each row's scores are read before its
-    probabilities are written)."""
+    """Into scores itself when it is spare (a converted copy is)."""
     dtype, (L, S) = scores.dtype, scores.shape[-2:]
     work = working_dtype(dtype)
     z = np.ascontiguousarray(scores, work)
-    out = _written_over(z, scores_is_spare or z is not scores)
+    out = z if scores_is_spare or z is not scores else np.empty_like(z)
     if z.size:
         rows = z.size // S
-        _run(_causal_softmax_forward_rows, z.size, z.reshape(rows, S), out.reshape(rows, S), L,
+        _run(_causal_softmax_forward_rows, z.size, z.reshape(rows, S), out.reshape(rows, S), out is z, L,
              _parts(z.size, rows), work == np.float32, _with_exp_constants(work, scale, 0, 1))
     return out.astype(dtype, copy=False)
 
 
 @kernel
-def _causal_softmax_backward_rows(probs, dout, out, c):
-    """scale p (dp - sum_j p_j dp_j), a row per iteration; out may be dout's own memory."""
+def _causal_softmax_backward_rows(probs, dout, out, into_dout, c):
+    """scale p (dp - sum_j p_j dp_j), a row per iteration; into_dout: out is dout itself."""
     zero, scale = c[0], c[2]
     rows, S = probs.shape
     for row in prange(rows):
         dot = zero
         for j in range(S):
             dot += probs[row, j] * dout[row, j]
-        for j in range(S):
-            out[row, j] = scale * probs[row, j] * (dout[row, j] - dot)
+        if into_dout:                          # one array read and written (Kernel says why)
+            for j in range(S):
+                dout[row, j] = scale * probs[row, j] * (dout[row, j] - dot)
+        else:
+            for j in range(S):
+                out[row, j] = scale * probs[row, j] * (dout[row, j] - dot)
 
 
 def causal_softmax_backward(probs, dout, scale: float, dout_is_spare: bool = False):
     dtype, S = probs.dtype, probs.shape[-1]
     work = working_dtype(dtype)
     p, dp = np.ascontiguousarray(probs, work), np.ascontiguousarray(dout, work)
-    out = _written_over(dp, dout_is_spare or dp is not dout)
+    out = dp if dout_is_spare or dp is not dout else np.empty_like(dp)
     if p.size:
         _run(_causal_softmax_backward_rows, p.size, p.reshape(-1, S), dp.reshape(-1, S), out.reshape(-1, S),
-                                      _constants(work, 0, 1, scale))
+             out is dp, _constants(work, 0, 1, scale))
     return out.astype(dtype, copy=False)
 
 
@@ -608,7 +599,7 @@ def _start_threads():
     os.environ.setdefault("GOMP_SPINCOUNT", "1000")
     try:
         one = np.ones(1, np.float32)
-        _multiply_into.parallel(one, one, one)
+        _multiply_into.parallel(one, one, one, False)
     finally:
         if saved is None:
             del os.environ["GOMP_SPINCOUNT"]

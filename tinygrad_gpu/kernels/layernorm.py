@@ -197,8 +197,8 @@ def adds_in_kernel(device: str, x, weight, dout) -> bool:
 
 def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_is_spare: bool = False,
              need_bias: bool = True, dx_add=None, fused=None, params_into=(None, None), dx_add_is_spare: bool = False):
-    """dout_is_spare: nobody else holds dout, and dx may be computed in it (on the cpu, by the compiled path for large
-    arrays only, see compiled_cpu._written_over; on emu and cuda by the kernels that may, see layernorm.cu).
+    """dout_is_spare: nobody else holds dout, and dx may be computed in it (on the cpu, by the compiled and the NumPy
+    paths; on emu and cuda by the kernels that may, see layernorm.cu).
     need_bias=False (no bias, or its gradient is not wanted): dbias is None, and the kernel stores none (a null
     pointer). dx_add
     (rows, n) of x's dtype, or None: returned dx is dx + dx_add (see adds_in_kernel); dx_add_is_spare: nobody
