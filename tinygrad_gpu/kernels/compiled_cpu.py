@@ -50,18 +50,20 @@ class Kernel:
     """One kernel's loop, compiled by numba at its first call in two builds: ``parallel`` hands the iterations of
     its prange out to numba's threads, ``serial`` runs them as a plain loop on the caller's core. _run calls the
     serial build below PARALLEL_MIN elements and the parallel one from there, so a default run compiles only the
-    serial builds, which compile 3 times faster (4.2 s for all kernels against 11.9 s, measured) and need no
-    thread count set around each call (that took 5 of a small kernel's 7 microseconds).
+    serial builds (and the one parallel build that _start_threads runs), which compile 3 times faster (4.2 s for
+    all kernels against 11.9 s, measured) and need no thread count set around each call (that took 5 of a small
+    kernel's 7 microseconds).
 
     A serial loop is vectorized only where LLVM may assume that what it writes does not change what it reads: in
     a parallel loop numba promises that the arrays do not overlap, in a serial one LLVM checks it at run time, and
-    where they do overlap, it runs the loop one element at a time. So a kernel reads its constants into locals
-    before its loop (GELU's: _held_constants; read from their array inside the loop, they made GELU's serial loop
-    8 times slower), and a kernel that may write its result over its input (a spare one, *_is_spare) has a loop of
-    its own for that case, which reads and writes the one array: given the input twice, as input and as output,
-    the loop failed the check and ran twice as slowly as into a new array (layer norm's backward at (768, 128): 77
-    against 38 us), while the loop of one array runs faster than either (35 against 48 us into a new array, with
-    the data out of cache, as in a training step)."""
+    where they do overlap, it runs the loop one element at a time. So GELU reads its 17 constants into locals
+    before its loop (_held_constants: read from their array inside the loop, they made GELU's serial loop 8 times
+    slower; the softmaxes' exp constants, held the same way, measured no faster). And a kernel that may write its
+    result over its input (a spare one, *_is_spare) has a loop of its own for that case, which reads and writes
+    the one array: given the input twice, as input and as output, the loop failed the check and ran twice as
+    slowly as into a new array (layer norm's backward at (768, 128): 77 against 38 us), while the loop of one
+    array runs faster than either (35 against 48 us into a new array, with the data out of cache, as in a
+    training step)."""
 
     def __init__(self, function, fastmath):
         self.parallel = _compiled(function, fastmath, parallel=True)
