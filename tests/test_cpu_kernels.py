@@ -150,15 +150,27 @@ def test_layernorm_agrees_with_the_reference(cpu, rows, n, dtype, with_bias, spa
 
 
 # ----------------------------------------------------------------------------- causal softmax
+def stored(a, by_columns: bool):
+    """a itself, or a copy stored by columns: the transposed view of a C-contiguous array, as attention gives
+    its scores to the compiled path (causal_softmax.wants_columns), which has kernels of its own for them."""
+    return np.ascontiguousarray(a.swapaxes(-1, -2)).swapaxes(-1, -2) if by_columns else a
+
+
+def is_stored_by_columns(a) -> bool:
+    return a.swapaxes(-1, -2).flags.c_contiguous and not a.flags.c_contiguous
+
+
 @given(st.integers(1, 3), st.integers(1, 70), st.integers(1, 70), DTYPES, st.sampled_from([0.1, 3.0, 50.0, 1e4]),
-       st.booleans(), st.integers(0, 2**32 - 1))
-def test_causal_softmax_agrees_with_the_reference(cpu, heads, L, S, dtype, size, spare, seed):
-    """Scores of every size: the fast forward skips the row maxima only when every scaled score is
-    within +-60, and must give the reference's probabilities both ways."""
+       st.booleans(), st.booleans(), st.integers(0, 2**32 - 1))
+def test_causal_softmax_agrees_with_the_reference(cpu, heads, L, S, dtype, size, spare, by_columns, seed):
+    """Scores of every size, stored by rows or by columns: the fast forward skips the row maxima only when every
+    scaled score is within +-60, and must give the reference's probabilities both ways, stored as the scores
+    were."""
     rng = np.random.default_rng(seed)
     scores = (rng.standard_normal((heads, L, S)) * size).astype(dtype)
     scores.flat[rng.integers(scores.size)] = 2 * size           # one score past 60 in the large cases
-    dprobs = rng.standard_normal((heads, L, S)).astype(dtype)
+    scores = stored(scores, by_columns)
+    dprobs = stored(rng.standard_normal((heads, L, S)).astype(dtype), by_columns)
     want = causal_softmax.reference_forward(scores, 0.5)
     before = scores.copy()
     probs = cpu.causal_softmax_forward(scores, 0.5, scores_is_spare=spare)
@@ -166,9 +178,10 @@ def test_causal_softmax_agrees_with_the_reference(cpu, heads, L, S, dtype, size,
         np.testing.assert_array_equal(scores, before)
     assert np.isfinite(probs).all()
     assert_close(probs, want, 8 * eps(dtype))
+    assert is_stored_by_columns(probs) == is_stored_by_columns(scores)
     want_d = causal_softmax.reference_backward(want, dprobs, 0.5)
     dprobs_before = dprobs.copy()
-    got_d = cpu.causal_softmax_backward(want, dprobs, 0.5, dout_is_spare=spare)
+    got_d = cpu.causal_softmax_backward(stored(want, by_columns), dprobs, 0.5, dout_is_spare=spare)
     if not spare:
         np.testing.assert_array_equal(dprobs, dprobs_before)
     dprobs = dprobs_before
@@ -193,11 +206,13 @@ def test_causal_softmax_with_and_without_the_row_max_is_the_float64_softmax(path
     np.testing.assert_allclose(probs, want, rtol=0, atol=8 * np.finfo(dtype).eps)
 
 
-def test_causal_softmax_rows_of_nan_and_inf_are_nan_where_seen_and_0_in_the_future(cpu):
+@pytest.mark.parametrize("by_columns", [False, True])
+def test_causal_softmax_rows_of_nan_and_inf_are_nan_where_seen_and_0_in_the_future(cpu, by_columns):
     """A nan or +inf score makes its row's visible probabilities nan (as causal_softmax.cu's); -inf is a key
     never chosen. Only what a query sees is compared: the reference's masked places turn nan with the row."""
     scores = np.random.default_rng(0).standard_normal((2, 4, 6)).astype(np.float32)
     scores[0, 1, 0], scores[0, 2, 1], scores[1, 3, 0] = np.nan, np.inf, -np.inf
+    scores = stored(scores, by_columns)
     probs = cpu.causal_softmax_forward(scores, 0.5)
     want = causal_softmax.reference_forward(scores, 0.5)
     seen = ~causal_softmax.future_mask(np, 4, 6)
@@ -291,6 +306,32 @@ def test_adamw_agrees_with_the_reference(cpu, n, dtype, decoupled, seed):
     for got, want in zip(fast, plain):
         assert np.isfinite(got).all()
         assert_close(got, want, 16 * eps(dtype) * (1 + np.abs(want.astype(np.float64))))
+
+
+# ----------------------------------------------------------------------------- clip's sum of squares
+@needs_numba
+@pytest.mark.parametrize("every_core", [False, True])
+@given(st.lists(st.sampled_from([(), (0,), (1,), (33,), (7, 3), (5000,)]), max_size=12),
+       st.sampled_from([1e-3, 1.0, 1e17, 1e19]), st.sampled_from([None, np.nan, np.inf]), st.integers(0, 2**32 - 1))
+def test_the_compiled_sum_of_squares_is_the_reference_s(every_core, shapes, size, special, seed):
+    """multi_tensor.reference_sum_of_squares, which clip_grad_norm_ takes on the cpu: equal to float32 rounding,
+    inf where float32 squares or their sum pass its range (1e19: every square does; 1e17: the sum may), nan
+    for a nan, and 0 for no values. every_core: the parallel build (PARALLEL_MIN 0), whose parts add up too."""
+    from tinygrad_gpu.kernels import compiled_cpu, multi_tensor
+    rng = np.random.default_rng(seed)
+    arrays = [(rng.standard_normal(shape) * size).astype(np.float32).reshape(shape) for shape in shapes]
+    if special is not None and any(a.size for a in arrays):
+        big = max(arrays, key=lambda a: a.size)
+        big.flat[rng.integers(big.size)] = special
+    threshold = compiled_cpu.PARALLEL_MIN
+    compiled_cpu.PARALLEL_MIN = 0 if every_core else threshold
+    try:
+        got = compiled_cpu.sum_of_squares(arrays)
+    finally:
+        compiled_cpu.PARALLEL_MIN = threshold
+    want = multi_tensor.reference_sum_of_squares(arrays)
+    assert got.shape == () and got.dtype == np.float32
+    assert_close(got, want, 1e-5 * abs(float(want)) if np.isfinite(want) else 0)
 
 
 # ----------------------------------------------------------------------------- the switch

@@ -40,6 +40,13 @@ def reference_backward(probs, dout, scale: float):
 
 
 # ----------------------------------------------------------------------------- launcher
+def wants_columns(device: str, scores_like) -> bool:
+    """Does the softmax here run faster on scores stored by columns: the (..., L, S) scores as the transposed
+    view of an (..., S, L) array, which attention makes as (k q^T)^T at the same cost? The compiled CPU kernels
+    do (compiled_cpu.py says why; about twice as fast at L = 64). Every path takes either layout."""
+    return cpu_paths.compiled_kernels(device, scores_like) is not None
+
+
 def _rows(kernel: str, device: str, out_like, inputs, scale: float):
     """Launch `kernel` for inputs of one dtype (float32, float16 or bfloat16); the output has it too."""
     xp, dtype = devices.array_module(device), out_like.dtype

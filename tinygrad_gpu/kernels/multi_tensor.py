@@ -1,7 +1,7 @@
 """Multi-tensor kernels, one launch for a whole list of tensors: multi_tensor.cu, its NumPy references, its launchers.
 
-clip_grad_norm_ (tinygrad_gpu.optim.clip) and Adam/AdamW (tinygrad_gpu.optim.adam) call them for float32 tensors on
-one emu or cuda device; other dtypes and devices keep their per-tensor paths:
+clip_grad_norm_ (tinygrad_gpu.optim.clip) calls them for float32 tensors on one device, and Adam/AdamW
+(tinygrad_gpu.optim.adam) on one emu or cuda device; other dtypes and devices keep their per-tensor paths:
 
     norm, coefficient = norm_and_clip_coefficient(grads, max_norm=1.0, device=d)   # both 0-d float32, on d
     scale_(grads, coefficient, device=d)                                            # every grad *= coefficient
@@ -13,7 +13,8 @@ one emu or cuda device; other dtypes and devices keep their per-tensor paths:
 Lists of arrays, the k-th of each list belonging to one tensor; every array float32 and C-contiguous (a gradient
 of another dtype or layout is copied to one first), updated in place. Each call launches once per table of up to
 MAX_TENSORS tensors (the table goes with the launch, by value: multi_tensor.cu says why), plus one launch to
-count the steps of the skippable update. On the cpu the launchers run the references.
+count the steps of the skippable update. On the cpu the launchers run the references, but the sum of squares runs
+compiled_cpu.py's where numba runs the cpu's kernels (kernels/cpu_paths.py).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from .. import device as devices
 from .. import dtypes
-from . import adamw, runtime
+from . import adamw, cpu_paths, runtime
 
 FILE = "multi_tensor.cu"
 MAX_TENSORS = 64           # multi_tensor.cu's MT_MAX_TENSORS
@@ -171,7 +172,8 @@ def norm_and_clip_coefficient(grads, max_norm: float, device: str):
     _check("norm_and_clip_coefficient", device, grads=grads)
     xp = devices.array_module(device)
     if device == "cpu":
-        norm = xp.sqrt(reference_sum_of_squares(grads))
+        compiled = cpu_paths.compiled_kernels(device, *grads[:1])
+        norm = xp.sqrt(compiled.sum_of_squares(grads) if compiled else reference_sum_of_squares(grads))
         return norm, reference_clip_coefficient(norm, max_norm)
     work = _workspace(device)
     with devices.use(device):

@@ -151,6 +151,10 @@ class CausalAttention(Function):
         dv = (p keep)^T dy      dp = (dy v^T) keep      ds = softmax backward of dp (scale included)
         dq = ds k               dk = ds^T q
 
+    On the compiled CPU path the scores and dp are made as (k q^T)^T and (v dy^T)^T: the same sums, stored by
+    columns, which its softmax kernels run through faster (kernels.causal_softmax.wants_columns); the products
+    that take them then read a transposed operand, at no cost.
+
     q, k, v that are three slices of one tensor (GPT's) take PackedCausalAttention instead, below.
     """
 
@@ -196,7 +200,8 @@ class CausalAttention(Function):
             return out
         keep = CausalAttention._keep(q, k, keep, dropout)
         ctx.keep = None if keep is None else keep.data
-        scores = product_with_transposed(q.data, k.data)   # a new array: the softmax may compute in it
+        ctx.by_columns = kernels.causal_softmax.wants_columns(ctx.device, q.data)
+        scores = _times_transposed(q.data, k.data, ctx.by_columns)   # a new array: the softmax may compute in it
         ctx.probs = weights = kernels.causal_softmax.forward(scores, scale, ctx.device, scores_is_spare=True)
         if keep is not None:
             weights = weights * ctx.keep
@@ -213,7 +218,7 @@ class CausalAttention(Function):
                                                      ctx.dropout, need, grads=into)
         ds = None
         if need[0] or need[1]:
-            dp = product_with_transposed(dy, v)
+            dp = _times_transposed(dy, v, ctx.by_columns)          # stored as the probabilities are
             if ctx.keep is not None:
                 dp *= ctx.keep
             ds = kernels.causal_softmax.backward(ctx.probs, dp, ctx.scale, ctx.device, dout_is_spare=True)
@@ -296,6 +301,11 @@ class PackedCausalAttention(Function):
         CausalAttention.compute_backward(ctx, q, k, v, grad.data, (True, True, True),
                                          into=(dsource[0], dsource[1], dsource[2]))
         return Tensor._wrap(dsource, ctx.device), None, None, None
+
+
+def _times_transposed(a, b, by_columns: bool):
+    """a @ b^T; by_columns: made as (b a^T)^T, the same sums stored transposed (causal_softmax.wants_columns)."""
+    return product_with_transposed(b, a).swapaxes(-1, -2) if by_columns else product_with_transposed(a, b)
 
 
 def _product_laid_out_like(a, b, like):

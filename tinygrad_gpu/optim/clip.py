@@ -7,10 +7,11 @@ has finished the backward, in every step).
 
 Two ways to the same numbers. The plain one, per tensor: each gradient's norm by array operations, the
 norm of those norms, then every gradient times the scale (three launches or so per gradient). The fast
-one, for the 2-norm of float32 gradients on one emu or cuda device: two launches for all of them
-(kernels/multi_tensor.cu: the norm and the scale computed in one, then the multiplication); the sums
-run in another order, so the norm agrees with the plain one to float32 rounding. ``foreach=False``
-(PyTorch's name) takes the plain way everywhere.
+one, for the 2-norm of float32 gradients on one device: on emu or cuda two launches for all of them
+(kernels/multi_tensor.cu: the norm and the scale computed in one, then the multiplication), on the cpu
+one pass over each gradient for the norm (compiled where numba runs the cpu's kernels) and one to scale
+it, with none of the plain way's per-gradient arrays; the sums run in another order, so the norm agrees
+with the plain one to float32 rounding. ``foreach=False`` (PyTorch's name) takes the plain way everywhere.
 """
 from __future__ import annotations
 
@@ -39,10 +40,10 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
 
 
 def _multi_tensor_applies(grads, norm_type: float) -> bool:
-    """The 2-norm of float32, C-contiguous gradients all on one emu or cuda device: kernels/multi_tensor.cu. A
-    gradient given twice takes the plain way: two blocks scaling one element at once would race on a GPU."""
+    """The 2-norm of float32, C-contiguous gradients all on one device: kernels/multi_tensor.py. A gradient given
+    twice takes the plain way: two blocks scaling one element at once would race on a GPU."""
     device = grads[0].device
-    return norm_type == 2 and device != "cpu" and len({id(g) for g in grads}) == len(grads) and all(
+    return norm_type == 2 and len({id(g) for g in grads}) == len(grads) and all(
         g.device == device and g.dtype == np.float32 and g.data.flags.c_contiguous for g in grads)
 
 
