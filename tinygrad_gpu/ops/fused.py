@@ -201,7 +201,7 @@ class CausalAttention(Function):
         keep = CausalAttention._keep(q, k, keep, dropout)
         ctx.keep = None if keep is None else keep.data
         ctx.by_columns = kernels.causal_softmax.wants_columns(ctx.device, q.data)
-        scores = _times_transposed(q.data, k.data, ctx.by_columns)   # a new array: the softmax may compute in it
+        scores = _scores(q.data, k.data, ctx.by_columns)   # a new array: the softmax may compute in it
         ctx.probs = weights = kernels.causal_softmax.forward(scores, scale, ctx.device, scores_is_spare=True)
         if keep is not None:
             weights = weights * ctx.keep
@@ -218,7 +218,7 @@ class CausalAttention(Function):
                                                      ctx.dropout, need, grads=into)
         ds = None
         if need[0] or need[1]:
-            dp = _times_transposed(dy, v, ctx.by_columns)          # stored as the probabilities are
+            dp = _scores(dy, v, ctx.by_columns)        # stored as the probabilities are
             if ctx.keep is not None:
                 dp *= ctx.keep
             ds = kernels.causal_softmax.backward(ctx.probs, dp, ctx.scale, ctx.device, dout_is_spare=True)
@@ -303,8 +303,9 @@ class PackedCausalAttention(Function):
         return Tensor._wrap(dsource, ctx.device), None, None, None
 
 
-def _times_transposed(a, b, by_columns: bool):
-    """a @ b^T; by_columns: made as (b a^T)^T, the same sums stored transposed (causal_softmax.wants_columns)."""
+def _scores(a, b, by_columns: bool):
+    """a @ b^T, one of attention's (L, S) matrices (the scores q k^T, or dp = dy v^T), stored by columns where
+    by_columns (causal_softmax.wants_columns): made as (b a^T)^T, the same sums."""
     return product_with_transposed(b, a).swapaxes(-1, -2) if by_columns else product_with_transposed(a, b)
 
 
