@@ -9,8 +9,10 @@
 A step is what training does: forward, cross-entropy, backward, clip_grad_norm_(1.0), AdamW
 (lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on 2-D parameters), on one fixed random batch.
 Our engine runs as "ours" (the cpu device's default path for its fused ops: numba's compiled
-kernels when numba is installed, else NumPy's fast versions) and, on the CPU, as "ours-numpy" and
-"ours-reference" (the other paths, forced by TINYGRAD_GPU_CPU_KERNELS). All start from the same
+kernels when numba is installed, else NumPy's fast versions; its products MKL's where the `mkl` extra is
+installed, else NumPy's BLAS) and, on the CPU, as "ours-numpy" and "ours-reference" (the other paths,
+forced by TINYGRAD_GPU_CPU_KERNELS) and "ours-numpy-blas" (NumPy's BLAS where MKL is installed, forced by
+TINYGRAD_GPU_CPU_BLAS). All start from the same
 weights (our GPT built with --seed, handed over as a safetensors file written by tg.save). Each
 runs in its own process, so that its peak memory is its own and one cannot warm the other's
 caches: peak RSS on the CPU, the allocator's peak device memory on CUDA. Before timing, the NumPy
@@ -54,10 +56,14 @@ CONFIGS = {
     "gpu": dict(label="nanoGPT shakespeare_char GPU config", n_layer=6, n_head=6, n_embd=384, block_size=256,
                 batch_size=64, vocab_size=65),
 }
-IMPLEMENTATIONS = ("ours", "ours-numpy", "ours-reference", "torch", "numpy")
+IMPLEMENTATIONS = ("ours", "ours-numpy", "ours-reference", "ours-numpy-blas", "torch", "numpy")
 # ours on the cpu runs its fused ops one of three ways (kernels/cpu_paths.py): "ours" takes the default
-# (numba's compiled kernels when numba is installed, else NumPy's fast versions), the others force one
-CPU_PATH_OF = {"ours-numpy": "numpy", "ours-reference": "reference"}
+# (numba's compiled kernels when numba is installed, else NumPy's fast versions), the others force one.
+# Its products are MKL's where the `mkl` extra is installed (kernels/mkl_products.py); "ours-numpy-blas" is
+# ours with NumPy's BLAS instead (skipped where MKL is absent: then that is "ours" itself).
+SETTINGS_OF = {"ours-numpy": {"TINYGRAD_GPU_CPU_KERNELS": "numpy"},
+               "ours-reference": {"TINYGRAD_GPU_CPU_KERNELS": "reference"},
+               "ours-numpy-blas": {"TINYGRAD_GPU_CPU_BLAS": "numpy"}}
 LR, BETAS, WEIGHT_DECAY, MAX_NORM = 1e-3, (0.9, 0.99), 0.1, 1.0
 GRAD_TOL = 1e-4
 MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")
@@ -145,7 +151,10 @@ def worker_ours(args, setup) -> dict:
                            f"{used[0] / 2 ** 20:.1f} MB")
     else:
         from tinygrad_gpu.kernels import cpu_paths
-        result.update(peak_mb=host_memory_mb(), base_mb=base_mb, note=f"fused ops: the {cpu_paths.cpu_path()} path")
+        from tinygrad_gpu.kernels import mkl_products
+        blas = "MKL" if mkl_products.library() is not None else "NumPy's BLAS"
+        result.update(peak_mb=host_memory_mb(), base_mb=base_mb,
+                      note=f"fused ops: the {cpu_paths.cpu_path()} path; products: {blas}")
     if args.profile:
         count = max(1, min(5, args.steps))
         profile = cProfile.Profile()
@@ -290,8 +299,7 @@ def worker_numpy(args, setup) -> dict:
     return result
 
 
-WORKERS = {"ours": worker_ours, "ours-numpy": worker_ours, "ours-reference": worker_ours, "torch": worker_torch,
-           "numpy": worker_numpy}
+WORKERS = {**{name: worker_ours for name in ("ours", *SETTINGS_OF)}, "torch": worker_torch, "numpy": worker_numpy}
 
 
 def worker_main(args) -> int:
@@ -337,10 +345,13 @@ def prepare(cfg: dict, seed: int, folder: str, need_reference: bool):
 
 def run_worker(name: str, argv: list, env: dict) -> dict:
     """Run one implementation in a fresh interpreter; relay its output; return its result."""
-    if name in CPU_PATH_OF:
+    from tinygrad_gpu.kernels import mkl_products
+    if name in SETTINGS_OF:
         if "cpu" not in argv[argv.index("--device") + 1]:
             return dict(name=name, skipped="a CPU path: the cpu device only")
-        env = dict(env, TINYGRAD_GPU_CPU_KERNELS=CPU_PATH_OF[name])
+        if name == "ours-numpy-blas" and mkl_products.library_path() is None:
+            return dict(name=name, skipped="MKL is not installed: ours multiplies with NumPy's BLAS already")
+        env = dict(env, **SETTINGS_OF[name])
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", name] + argv
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     result = None

@@ -39,7 +39,7 @@ import numpy as np
 from numba import prange
 
 from .. import cache
-from . import fast_cpu
+from . import fast_cpu, mkl_products
 from .runtime import working_dtype
 
 
@@ -102,7 +102,8 @@ def kernel_in_order(function):
 # (openblas_set_num_threads does not). A loop shared out meanwhile shares each core with a spinning thread, and
 # waits for its slowest part: measured on 2 cores after a product, a GELU of 0.4 M elements took 0.36 ms on one
 # core and 0.54 ms on two, and even at 25 M elements two cores gained 3%. Below PARALLEL_MIN elements a call
-# stays on the caller's core.
+# stays on the caller's core. Where MKL multiplies instead, in numba's own threads, there is no other pool, and
+# _start_threads lowers it to SHARED_PARALLEL_MIN (the end of the file).
 PARALLEL_MIN = 1 << 20
 
 
@@ -734,15 +735,29 @@ def sum_of_squares(arrays):
 # 0.1 ms took 8 ms after a product. So our pool spins briefly (GOMP_SPINCOUNT, read once when libgomp starts, at
 # the first parallel loop) and then sleeps: 0.1 ms for that GELU again. The variable is put back at once, so any
 # other OpenMP library keeps its own way.
+#
+# Where MKL multiplies (kernels/mkl_products.py), it runs in these very threads: one pool, which after a product
+# is ready for a kernel at once. Then the pool keeps libgomp's own spinning (with GOMP_SPINCOUNT at 1000, each of
+# MKL's products waited for its threads to wake: the recipe's step took 36 ms against 27), and kernels share out
+# their rows from SHARED_PARALLEL_MIN elements (measured on the recipe's step: 1 ms less than at PARALLEL_MIN;
+# 4,096 and 65,536 elements did no better).
+SHARED_PARALLEL_MIN = 1 << 14
+
+
 def _start_threads():
+    global PARALLEL_MIN
+    one_pool = mkl_products.library() is not None
+    if one_pool:
+        PARALLEL_MIN = SHARED_PARALLEL_MIN
     saved = os.environ.get("GOMP_SPINCOUNT")
-    os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+    if not one_pool:
+        os.environ.setdefault("GOMP_SPINCOUNT", "1000")
     try:
         one = np.ones(1, np.float32)
         _multiply_into.parallel(one, one, one, False)
     finally:
         if saved is None:
-            del os.environ["GOMP_SPINCOUNT"]
+            os.environ.pop("GOMP_SPINCOUNT", None)
 
 
 _start_threads()
