@@ -739,8 +739,8 @@ def sum_of_squares(arrays):
 # Where MKL multiplies (kernels/mkl_products.py), it runs in these very threads: one pool, which after a product
 # is ready for a kernel at once. Then the pool keeps libgomp's own spinning (with GOMP_SPINCOUNT at 1000, each of
 # MKL's products waited for its threads to wake: the recipe's step took 36 ms against 27), and kernels share out
-# their rows from SHARED_PARALLEL_MIN elements (measured on the recipe's step: 1 ms less than at PARALLEL_MIN;
-# 4,096 and 65,536 elements did no better).
+# their rows from SHARED_PARALLEL_MIN elements (measured on the recipe's step: 29 to 31 ms against 33 at
+# PARALLEL_MIN; 4,096 and 65,536 elements did no better).
 SHARED_PARALLEL_MIN = 1 << 14
 
 

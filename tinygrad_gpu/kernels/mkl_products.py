@@ -5,11 +5,10 @@ product they spin for about 0.1 s, waiting for the next, so numba's kernels (ano
 find the other cores busy and stay on one (compiled_cpu.PARALLEL_MIN). MKL can run in GNU OpenMP's threads
 themselves (its "GNU" threading layer, on libgomp): then products and kernels take turns in one pool, and
 kernels share out their rows from compiled_cpu.SHARED_PARALLEL_MIN elements. On Intel CPUs MKL also
-multiplies faster at our sizes. Measured on a 2-core Intel Xeon (AVX-512), the CPU recipe's step took about
-10% less than with OpenBLAS (two thirds from MKL's products, a third from kernels on both cores), and
-nanoGPT's GPU config's about 15% less (its attention's 384 products of 256 x 256 at a time: one call
-shared out over the cores, where NumPy makes one threaded call per matrix). README, "Benchmarks", has the
-figures.
+multiplies faster at our sizes. Measured on a 2-core Intel Xeon (AVX-512), the CPU recipe's step took 29 to
+31 ms against 33 to 34 with OpenBLAS: 33 with MKL's products alone, the rest from kernels on both cores; and
+nanoGPT's GPU config's 12 to 17% less (its attention's 384 products of 256 x 256 at a time: one call shared
+out over the cores, where NumPy makes one threaded call per matrix). README, "Benchmarks", has more.
 
 MKL is a large download (229 MB, 685 MB installed) and fastest on Intel's CPUs, so it is an extra, not a
 dependency. Without it, without libgomp, away from Linux, or with ``TINYGRAD_GPU_CPU_BLAS=numpy``,
