@@ -150,8 +150,7 @@ def worker_ours(args, setup) -> dict:
                       note=f"CuPy pool held {pool.total_bytes() / 2 ** 20:.1f} MB; in use after forward "
                            f"{used[0] / 2 ** 20:.1f} MB")
     else:
-        from tinygrad_gpu.kernels import cpu_paths
-        from tinygrad_gpu.kernels import mkl_products
+        from tinygrad_gpu.kernels import cpu_paths, mkl_products
         blas = "MKL" if mkl_products.library() is not None else "NumPy's BLAS"
         result.update(peak_mb=host_memory_mb(), base_mb=base_mb,
                       note=f"fused ops: the {cpu_paths.cpu_path()} path; products: {blas}")
@@ -345,8 +344,8 @@ def prepare(cfg: dict, seed: int, folder: str, need_reference: bool):
 
 def run_worker(name: str, argv: list, env: dict) -> dict:
     """Run one implementation in a fresh interpreter; relay its output; return its result."""
-    from tinygrad_gpu.kernels import mkl_products
     if name in SETTINGS_OF:
+        from tinygrad_gpu.kernels import mkl_products
         if "cpu" not in argv[argv.index("--device") + 1]:
             return dict(name=name, skipped="a CPU path: the cpu device only")
         if name == "ours-numpy-blas" and mkl_products.library_path() is None:
