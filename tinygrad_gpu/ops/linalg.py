@@ -39,7 +39,7 @@ def product(a, b, out=None):
 # column-major terms). At the recipe's attention, 48 products q @ k^T of (64, 32) by (32, 64) took 164 us that way;
 # copying k^T into contiguous memory first took 28 us and the product then 95. For larger matrices both go through
 # packing, and the transposing copy is all cost (13 ms at the GPU config's attention, against a 41 ms product).
-# Where MKL multiplies (kernels/mkl_products.py), the recipe's step measured 0.5 ms faster with the copy than without.
+# Where MKL multiplies (kernels/mkl_products.py), the recipe's step was 0.3 ms faster with the copy (three runs' mean).
 SMALL_PRODUCT = 10 ** 6
 
 
