@@ -31,6 +31,12 @@ def laid_out(rng, shape, dtype, layout):
     return rng.standard_normal(shape).astype(dtype)
 
 
+@pytest.fixture(autouse=True)
+def every_size_to_mkl(monkeypatch):
+    """The products here are small: MKL takes them all the same (NUMPY_BELOW would send them to NumPy)."""
+    monkeypatch.setattr(mkl_products, "NUMPY_BELOW", 0)
+
+
 def tolerance(dtype, k):
     return dict(rtol=1e-5, atol=1e-5 * k) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12 * k)
 
@@ -80,6 +86,14 @@ def test_it_leaves_to_numpy_what_mkl_does_not_take():
     assert mkl_products.multiply(f, f, out=np.empty((4, 4), np.float32).T) is None
     assert mkl_products.multiply(f, np.ones(4, np.float32)) is None
     assert mkl_products.multiply(f, f, out=np.empty((4, 5), np.float32)) is None
+
+
+@needs_mkl
+def test_products_below_numpy_below_are_left_to_numpy(monkeypatch):
+    monkeypatch.setattr(mkl_products, "NUMPY_BELOW", 64 * 64 * 64)
+    assert mkl_products.multiply(np.ones((64, 64), np.float32), np.ones((64, 63), np.float32)) is None
+    assert mkl_products.multiply(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32)) is not None
+    assert mkl_products.multiply(np.ones((2, 32, 64), np.float32), np.ones((64, 64), np.float32)) is not None
 
 
 @needs_mkl
@@ -145,6 +159,8 @@ def test_a_training_step_agrees_with_the_one_on_numpys_blas():
         import numpy as np
         import tinygrad_gpu as tg
         from tinygrad_gpu import nn
+        from tinygrad_gpu.kernels import mkl_products
+        mkl_products.NUMPY_BELOW = 0          # a small model's products, by MKL all the same
         tg.manual_seed(0)
         model = nn.GPT(nn.GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=20, dropout=0.0))
         rng = np.random.default_rng(0)
