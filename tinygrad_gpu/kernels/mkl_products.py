@@ -37,7 +37,8 @@ THREADING_GNU, INTERFACE_LP64 = 3, 0
 LARGEST_INT = 2 ** 31 - 1                 # LP64: MKL's sizes and strides are 32-bit ints
 # Products of fewer multiply-adds NumPy does: a call to MKL costs about 10 us (5 in ctypes and MKL, 5 in this
 # file), NumPy's 1 (32 x 64 by 64 x 64: 12.1 against 2.4 us; a 1-layer GPT of width 32 took 2.0 ms a step with
-# every product by MKL, 1.5 with this threshold, 1.4 on NumPy's BLAS). Below this size OpenBLAS multiplies on the calling thread, so its pool of threads is not woken.
+# every product by MKL, 1.5 with this threshold, 1.4 on NumPy's BLAS). Below this size OpenBLAS multiplies on
+# the calling thread, so its pool of threads is not woken.
 NUMPY_BELOW = 1 << 18
 
 
@@ -63,12 +64,12 @@ class _Mkl:
     """libmkl_rt's functions that we call, with their argument types: a (batch of) float32 or float64 product."""
 
     def __init__(self, lib):
-        number = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
         at, i = ctypes.c_void_p, ctypes.c_int
         self.gemm, self.gemm_batch = {}, {}
-        for dtype, letter in ((np.dtype(np.float32), "s"), (np.dtype(np.float64), "d")):
+        for dtype, letter, number in ((np.dtype(np.float32), "s", ctypes.c_float),
+                                      (np.dtype(np.float64), "d", ctypes.c_double)):
             gemm = getattr(lib, f"cblas_{letter}gemm")
-            gemm.argtypes = [i, i, i, i, i, i, number[dtype], at, i, at, i, number[dtype], at, i]
+            gemm.argtypes = [i, i, i, i, i, i, number, at, i, at, i, number, at, i]
             gemm.restype = None
             batch = getattr(lib, f"cblas_{letter}gemm_batch")      # every argument an array (one group of them)
             batch.argtypes = [i] + [at] * 13 + [i, at]

@@ -20,15 +20,15 @@ def product(a, b, out=None):
     that returns float32), so on the CPU the operands are widened to float32, multiplied by BLAS, and the
     product rounded back: the GPU's numbers, up to the order of the sums. Where Intel's MKL is installed (the
     `mkl` extra), it multiplies instead of NumPy's BLAS: kernels/mkl_products.py says why."""
-    if isinstance(a, np.ndarray) and dtypes.is_half(a.dtype):
-        made = product(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
-        if out is None:
-            return made
-        out[...] = made
-        return out
     if isinstance(a, np.ndarray):
-        from ..kernels import mkl_products               # imported at the first product (the package imports no kernel)
-        made = mkl_products.multiply(a, b, out)         # None where MKL is not in use (its module says when)
+        if dtypes.is_half(a.dtype):
+            made = product(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+            if out is None:
+                return made
+            out[...] = made
+            return out
+        from ..kernels import mkl_products           # imported at the first product (the package imports no kernel)
+        made = mkl_products.multiply(a, b, out)     # None where MKL is not in use (its module says when)
         if made is not None:
             return made
     return a @ b if out is None else array_module_of(a).matmul(a, b, out=out)
