@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tinygrad_gpu as tg
 import tinygrad_gpu.nn.functional as F
@@ -222,8 +224,145 @@ def test_the_plain_version_stays_where_the_kernels_do_not_apply(monkeypatch):
     assert not fused.CausalAttention.runs_kernel(q, k[:, :, :3], v[:, :, :3])    # L != S: a kv cache's step
     assert not fused.CausalAttention.runs_kernel(*(tg.tensor(normal(rng, (1, 1, 3, 129)), device="emu")
                                                    for _ in range(3)))           # heads of more than 128
-    cpu = [tg.tensor(normal(rng, (1, 2, 5, 4)), device="cpu") for _ in range(3)]
-    assert not fused.CausalAttention.runs_kernel(*cpu)
+    cpu = [tg.tensor(normal(rng, (1, 2, 5, 4)), device="cpu", dtype=tg.float64) for _ in range(3)]
+    assert not fused.CausalAttention.runs_kernel(*cpu)                          # the cpu's twin: float32 only
+    cpu = [t.float() for t in cpu]
+    assert fused.CausalAttention.runs_kernel(*cpu) == compiled_twin_runs()
+    assert not fused.CausalAttention.runs_kernel(*cpu, dropout_p=0.1)          # it draws no dropout
+
+
+# ----------------------------------------------------------------------------- the cpu's compiled twin
+def compiled_twin_runs() -> bool:
+    """Does the cpu run the kernels' twin here (kernels/compiled_attention.py: numba's compiled path and MKL)?"""
+    q = np.zeros((1, 1, 2, 2), np.float32)
+    return ca.supports(q, q, q, "cpu")
+
+
+needs_twin = pytest.mark.skipif(not compiled_twin_runs(), reason="the cpu's twin needs numba and MKL (the "
+                                "compiled and mkl extras)")
+
+
+def laid_out(rng, B, H, T, E, layout):
+    """q, k, v as GPT cuts them from its projection, or three contiguous (B, H, T, E) arrays, or three of
+    another layout ((B, T, H, E) memory: the heads' rows interleaved)."""
+    if layout == "projection":
+        return projection(rng, B, H, T, E)
+    if layout == "interleaved":
+        return tuple(normal(rng, (B, T, H, E)).transpose(0, 2, 1, 3) for _ in range(3))
+    return tuple(normal(rng, (B, H, T, E)) for _ in range(3))
+
+
+def as_accurate(got, float32, exact):
+    """got within 4 times the float32 reference's own distance from the float64 one, plus 1e-6 of the largest
+    value: as accurate as the definition computed in float32 (large scores make any float32 softmax inexact)."""
+    got, float32, exact = (wide(a) for a in (got, float32, exact))
+    limit = 4 * np.abs(float32 - exact).max() + 1e-6 * max(1.0, np.abs(exact).max())
+    assert np.abs(got - exact).max() <= limit
+
+
+def twin_against_the_reference(q, k, v, dout, scale):
+    """The twin's out, lse, dq, dk, dv against reference_forward and reference_backward, in float32 and float64."""
+    out, lse = ca.forward(q, k, v, scale, "cpu")
+    assert out.transpose(0, 2, 1, 3).flags.c_contiguous                # laid out for the heads' merge, as on a GPU
+    grads = ca.backward(q, k, v, out, lse, dout, scale, "cpu")
+    float32 = ca.reference_forward(q, k, v, scale)
+    exact = ca.reference_forward(*(wide(a) for a in (q, k, v)), scale)
+    float32 += ca.reference_backward(q, k, v, *float32, dout, scale)
+    exact += ca.reference_backward(*(wide(a) for a in (q, k, v)), *exact, wide(dout), scale)
+    for got, f, e in zip((out, lse.reshape(exact[1].shape), *grads), float32, exact):
+        assert got.shape == e.shape and got.dtype == np.float32
+        as_accurate(got, f, e)
+
+
+@needs_twin
+@pytest.mark.parametrize("size", SIZES + [(12, 4, 64, 32)], ids=str)
+@pytest.mark.parametrize("layout", ["projection", "contiguous", "interleaved"])
+def test_the_cpu_twin_matches_the_reference(size, layout):
+    rng = np.random.default_rng(sum(size))
+    q, k, v = laid_out(rng, *size, layout)
+    B, H, T, E = size
+    twin_against_the_reference(q, k, v, normal(rng, (B, H, T, E)), 1 / math.sqrt(E))
+
+
+@needs_twin
+@settings(max_examples=40, deadline=None)
+@given(B=st.integers(1, 3), H=st.integers(1, 3), T=st.integers(1, 70), E=st.integers(1, 40),
+       layout=st.sampled_from(["projection", "contiguous", "interleaved"]), magnitude=st.sampled_from([1e-3, 1, 30]),
+       scale=st.floats(0.01, 4), seed=st.integers(0, 2 ** 16))
+def test_the_cpu_twin_matches_the_reference_for_any_size_and_magnitude(B, H, T, E, layout, magnitude, scale, seed):
+    """Scores from tiny to far beyond exp's range (magnitude 30, scale up to 4: the row's largest is subtracted
+    before the exp, as the kernels and the reference do)."""
+    rng = np.random.default_rng(seed)
+    q, k, v = (a * np.float32(magnitude) for a in laid_out(rng, B, H, T, E, layout))
+    twin_against_the_reference(q, k, v, normal(rng, (B, H, T, E)), scale)
+
+
+@pytest.mark.parametrize("device", ["emu", "cpu"])
+def test_a_broadcast_gradient_is_read_as_the_values_it_stands_for(device):
+    """y.sum()'s backward hands the attention a gradient of ones with every stride 0. The kernels read their
+    operands through strides with the last one taken as contiguous, and MKL reads rows of at least E: such a
+    gradient is copied first (it was read as one value and whatever memory followed it)."""
+    size = (2, 2, 5, 3) if device == "emu" else (3, 2, 64, 32)     # the cpu's copy as large as its scratch
+    q, k, v = projection(np.random.default_rng(8), *size)
+    out, lse = ca.forward(q, k, v, 0.5, device)
+    ones = np.broadcast_to(np.float32(1), out.shape)
+    want = ca.reference_backward(q, k, v, *ca.reference_forward(q, k, v, 0.5), np.ones(out.shape, np.float32), 0.5)
+    for got, w in zip(ca.backward(q, k, v, out, lse, ones, 0.5, device), want):
+        close(got, w, 1e-5, 1e-6)
+    for _ in range(3):                      # the copy is read while the kernel runs (not freed before it)
+        dq, dk, dv = ca.backward(q, k, v, out, lse, ones, 0.5, device, need=(True, False, True))
+        assert dk is None
+        close(dq, want[0], 1e-5, 1e-6)
+        close(dv, want[2], 1e-5, 1e-6)
+    tensors = [tg.tensor(a.copy(), device=device, requires_grad=True) for a in (q, k, v)]
+    F.scaled_dot_product_attention(*tensors, is_causal=True, scale=0.5).sum().backward()
+    for t, w in zip(tensors, want):
+        close(t.grad.numpy(), w, 1e-5, 1e-6)
+
+
+@needs_twin
+def test_the_cpu_twin_writes_into_the_buffer_it_is_given_and_only_what_is_wanted():
+    B, H, T, E = 2, 3, 37, 8
+    q, k, v = projection(np.random.default_rng(4), B, H, T, E)
+    out, lse = ca.forward(q, k, v, 0.3, "cpu")
+    dout = normal(np.random.default_rng(5), out.shape)
+    contiguous = ca.backward(q, k, v, out, lse, dout, 0.3, "cpu")
+    buffer = np.full((B, T, 3, H, E), np.nan, np.float32)
+    slices = tuple(buffer.transpose(2, 0, 3, 1, 4))
+    written = ca.backward(q, k, v, out, lse, dout, 0.3, "cpu", grads=slices)
+    assert all(w is s for w, s in zip(written, slices))
+    for got, want in zip(written, contiguous):
+        np.testing.assert_array_equal(got, want)                           # the same products, the same bits
+    buffer[...] = np.nan
+    dq, dk, dv = ca.backward(q, k, v, out, lse, dout, 0.3, "cpu", need=(False, True, False), grads=slices)
+    assert dq is None and dv is None and dk is slices[1]
+    assert np.isnan(buffer[:, :, 0::2]).all() and not np.isnan(buffer[:, :, 1]).any()
+
+
+def test_the_cpu_runs_the_plain_version_where_the_twin_cannot(monkeypatch):
+    """float64, dropout, NumPy's fast path or the reference, no MKL: the plain version (products around
+    causal_softmax), whose numbers the twin's match."""
+    from tinygrad_gpu.kernels import compiled_attention, cpu_paths, mkl_products
+    rng = np.random.default_rng(3)
+
+    def run(dtype=tg.float32, dropout_p=0.0):
+        tensors = [tg.tensor(a, dtype=dtype, requires_grad=True) for a in projection(rng, 2, 2, 6, 4)]
+        y = F.scaled_dot_product_attention(*tensors, is_causal=True, dropout_p=dropout_p)
+        tiled = y.grad_fn.tiled
+        y.backward(tg.ones_like(y))
+        return tiled
+
+    assert run() == compiled_twin_runs()
+    assert not run(tg.float64) and not run(dropout_p=0.2)
+    monkeypatch.setenv(cpu_paths.CPU_KERNELS, "numpy")
+    assert not run()
+    monkeypatch.setenv(cpu_paths.CPU_KERNELS, "reference")
+    assert not run()
+    if cpu_paths.numba_installed():
+        monkeypatch.setenv(cpu_paths.CPU_KERNELS, "compiled")
+        monkeypatch.setattr(mkl_products, "library", lambda: None)
+        assert not run()
+        assert not compiled_attention.takes(*projection(rng, 1, 1, 3, 2))
 
 
 # ----------------------------------------------------------------------------- gradients written through strides

@@ -28,7 +28,8 @@ works, why it is numerically safe.
 Where they run (``runtime.py``): ``cuda`` through ``cupy.RawModule``; ``emu`` through the
 CPU emulator (``emulator.py`` and ``cuda_emu.h``); ``cpu`` runs ``compiled_cpu.py`` (numba)
 when numba is installed, else ``fast_cpu.py`` (NumPy): the same numbers as the references
-with less memory traffic (``cpu_paths.py`` says which, and how to force one).  The autograd Functions that call them
+with less memory traffic (``cpu_paths.py`` says which, and how to force one); causal attention's
+there is ``compiled_attention.py``, numba's loop around MKL's products, where MKL is installed too.  The autograd Functions that call them
 live in ``tinygrad_gpu/ops/fused.py``; ``nn.functional`` routes to those.  ``with
 kernels.fused(False):`` (or ``TINYGRAD_GPU_FUSED=0``) turns the routing off, so the same ops
 run as compositions of Tensor ops, for comparison.
@@ -37,7 +38,8 @@ Each fused op is defined four times, and each module's docstring opens by saying
 ``composition`` in ``ops/fused.py`` (Tensor ops: what ``create_graph=True`` differentiates, and what
 ``kernels.fused(False)`` runs); the ``reference_*`` functions in its ``.py`` here (NumPy formulas, the
 definition of correct: the cpu runs them with ``TINYGRAD_GPU_CPU_KERNELS=reference``); the ``.cu`` kernel
-(``cuda`` and ``emu``); and its cpu versions in ``compiled_cpu.py`` and ``fast_cpu.py``.
+(``cuda`` and ``emu``); and its cpu versions in ``compiled_cpu.py`` (``compiled_attention.py``) and
+``fast_cpu.py``.
 
 A launcher argument ``<array>_is_spare=True`` (``dout_is_spare``, ``x_is_spare``, ...) says that nobody
 else holds that array, so the result may be written into it (``gradient_sums.py`` explains spare arrays);

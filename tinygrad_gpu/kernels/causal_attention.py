@@ -1,7 +1,9 @@
-"""Causal attention: CausalAttention.composition (ops/fused.py) · reference_* · causal_attention.cu (cuda, emu).
+"""Causal attention: CausalAttention.composition (ops/fused.py) · reference_* · causal_attention.cu (cuda, emu)
+· compiled_attention.py (cpu).
 
 Causal self-attention in one kernel per direction (two for the backward): the NumPy reference and the
-launcher. (The cpu runs CausalAttention's plain version instead: products around causal_softmax.)
+launcher. On the cpu, compiled_attention.py is the kernels' twin (float32 without dropout, where numba and MKL
+are in use); elsewhere the cpu runs CausalAttention's plain version: products around causal_softmax.
 
 q, k, v: (..., L, E) with the same leading (batch) dimensions and L == S; every leading dimension but the
 last is a batch, the last is the head (a 3-D input has one batch; a 2-D one, one of each). The kernels
@@ -23,7 +25,7 @@ import numpy as np
 
 from .. import device as devices
 from . import dropout as dropout_kernel
-from . import philox, runtime
+from . import cpu_paths, philox, runtime
 
 FILE = "causal_attention.cu"
 TILE = 32                 # the kernels' tile of positions (causal_attention.cu)
@@ -95,11 +97,19 @@ def reference_backward(q, k, v, out, lse, dout, scale: float, dropout=None):
 
 
 # ----------------------------------------------------------------------------- launcher
-def supports(q, k, v, device: str) -> bool:
+def supports(q, k, v, device: str, dropout: bool = False) -> bool:
     """Do the kernels take these inputs? On emu and cuda, for one dtype (float32, float16, bfloat16), the
-    same leading dimensions, L == S, and one head size E <= HEAD_MAX for q, k and v."""
-    return (device != "cpu" and runtime.use_kernel(device, q, k, v, half=True) and q.ndim >= 2
+    same leading dimensions, L == S, and one head size E <= HEAD_MAX for q, k and v. On the cpu, their
+    compiled twin does (compiled_attention.takes: float32, numba and MKL in use), without dropout."""
+    if device == "cpu":                     # asked of cpu_paths first: the twin's module imports numba
+        return not dropout and cpu_paths.compiled_kernels(device, q) is not None and _cpu_twin().takes(q, k, v)
+    return (runtime.use_kernel(device, q, k, v, half=True) and q.ndim >= 2
             and q.shape == k.shape == v.shape and 1 <= q.shape[-1] <= HEAD_MAX and q.size > 0)
+
+
+def _cpu_twin():
+    from . import compiled_attention        # imported at the first use: it imports numba
+    return compiled_attention
 
 
 def _batch_heads(shape) -> tuple:
@@ -130,7 +140,7 @@ def _strided(xp, a, B: int, H: int, written: bool = False):
         return None
     if a4.flags.c_contiguous:
         return a4.reshape(-1), tuple(s // item for s in strides[:3])
-    fits = (root.dtype == a4.dtype and root.flags.c_contiguous and strides[3] in (0, item)
+    fits = (root.dtype == a4.dtype and root.flags.c_contiguous and (strides[3] == item or a4.shape[3] == 1)
             and all(s >= 0 and s % item == 0 for s in strides))
     if not fits:
         if written:
@@ -169,6 +179,11 @@ def stacked(q, k, v):
     return flat.reshape(tuple(shape[axis] for axis in order)).transpose(tuple(np.argsort(order).tolist()))
 
 
+def _drops(dropout) -> bool:
+    """Is there a dropout to draw ((p, seed, offset) with p > 0)?"""
+    return dropout is not None and bool(dropout[0])
+
+
 def _dropout_args(dropout, dtype) -> list:
     p, seed, offset = dropout if dropout is not None and dropout[0] else (0.0, 0, 0)
     return [np.float32(p), np.float32(dropout_kernel.scale_of(p, dtype) if p else 1.0), np.uint64(seed % 2**64),
@@ -178,9 +193,11 @@ def _dropout_args(dropout, dtype) -> list:
 def forward(q, k, v, scale: float, device: str, dropout=None):
     """(out, lse): out of q's shape, laid out in memory as (B, L, H, E) (heads merge back into (B, L, H*E) as
     a view), lse float32 (B*H, L). dropout: (p, seed, offset) or None."""
-    if not supports(q, k, v, device):
+    if not supports(q, k, v, device, _drops(dropout)):
         out, lse = reference_forward(q, k, v, scale, dropout)
         return out, lse.reshape(-1, q.shape[-2])
+    if device == "cpu":
+        return _cpu_twin().forward(q, k, v, scale, *_batch_heads(q.shape))
     xp, dtype = devices.array_module(device), q.dtype
     B, H = _batch_heads(q.shape)
     L, E = q.shape[-2:]
@@ -211,9 +228,12 @@ def backward(q, k, v, out, lse, dout, scale: float, device: str, dropout=None, n
     kernels write the wanted ones there, each through its own strides, and those are returned."""
     if grads is None:
         grads = tuple(None for _ in range(3))
-    if not supports(q, k, v, device) or not runtime.use_kernel(device, q, out, dout, half=True):
+    if not supports(q, k, v, device, _drops(dropout)) or (
+            device != "cpu" and not runtime.use_kernel(device, q, out, dout, half=True)):
         results = reference_backward(q, k, v, out, lse.reshape(q.shape[:-1]), dout, scale, dropout)
         return tuple(_into(target, g) if wanted else None for g, target, wanted in zip(results, grads, need))
+    if device == "cpu":
+        return _cpu_twin().backward(q, k, v, lse, dout, scale, *_batch_heads(q.shape), need, grads)
     xp, dtype = devices.array_module(device), q.dtype
     B, H = _batch_heads(q.shape)
     L, E = q.shape[-2:]

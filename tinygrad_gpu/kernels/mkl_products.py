@@ -75,6 +75,13 @@ class _Mkl:
             batch.argtypes = [i] + [at] * 13 + [i, at]
             batch.restype = None
             self.gemm[dtype], self.gemm_batch[dtype] = gemm, batch
+        # MKL's JIT: machine code for one product of fixed sizes, strides and alpha (beta 0), made once and called
+        # as kernel(jitter, a, b, c) with three addresses: no argument checks, no threads (compiled_attention.py)
+        self.jit_create = lib.mkl_cblas_jit_create_sgemm
+        self.jit_create.argtypes = [ctypes.POINTER(at), i, i, i, i, i, i, ctypes.c_float, i, i, ctypes.c_float, i]
+        self.jit_create.restype = i
+        self.jit_kernel = lib.mkl_jit_get_sgemm_ptr
+        self.jit_kernel.argtypes, self.jit_kernel.restype = [at], at
 
 
 @functools.lru_cache(maxsize=None)
@@ -128,6 +135,37 @@ def _addresses(x, batch: tuple):
     return (offsets.reshape(-1) + x.ctypes.data).astype(np.uint64)
 
 
+def _matrix_operand(x):
+    """_operand for a 2-D x, in fewer steps: (x or a contiguous copy, its transpose flag, its leading dimension)."""
+    (rows, cols), (step_row, step_col), item = x.shape, x.strides, x.itemsize
+    if step_col == item and max(1, cols) * item <= step_row <= LARGEST_INT * item and step_row % item == 0:
+        return x, NO_TRANSPOSE, step_row // item
+    if step_row == item and max(1, rows) * item <= step_col <= LARGEST_INT * item and step_col % item == 0:
+        return x, TRANSPOSE, step_col // item
+    return np.ascontiguousarray(x), NO_TRANSPOSE, max(1, cols)
+
+
+def _multiply_matrices(gemm, a, b, out):
+    """multiply's work for two matrices (Linear's products, a few each layer): the same checks and call, without
+    the batch's bookkeeping, which took most of the 9 us a call cost above MKL's own 2 us."""
+    (m, k), n, dtype = a.shape, b.shape[1], a.dtype
+    if min(m, n, k) == 0 or max(m, n, k) > LARGEST_INT or m * n * k < NUMPY_BELOW:
+        return None
+    if out is None:
+        out, step = np.empty((m, n), dtype), max(1, n)
+    else:
+        item, (step_row, step_col) = dtype.itemsize, out.strides
+        if out.shape != (m, n) or out.dtype != dtype or step_col != item or step_row % item \
+                or not n * item <= step_row <= LARGEST_INT * item or np.may_share_memory(out, a) \
+                or np.may_share_memory(out, b):
+            return None
+        step = step_row // item
+    (a, flag_a, lead_a), (b, flag_b, lead_b) = _matrix_operand(a), _matrix_operand(b)
+    gemm(ROW_MAJOR, flag_a, flag_b, m, n, k, 1.0, a.ctypes.data, lead_a, b.ctypes.data, lead_b, 0.0, out.ctypes.data,
+         step)
+    return out
+
+
 def multiply(a, b, out=None):
     """a @ b by MKL, into `out` if given, for two float32 or two float64 NumPy arrays of at least 2 dimensions
     (leading axes broadcast): what NumPy's matmul returns, up to the order of each sum. None where MKL is not in
@@ -142,6 +180,8 @@ def multiply(a, b, out=None):
     dtype = a.dtype
     if dtype != b.dtype or dtype not in mkl.gemm:
         return None
+    if a.ndim == b.ndim == 2:
+        return _multiply_matrices(mkl.gemm[dtype], a, b, out)
     (m, k), n = a.shape[-2:], b.shape[-1]
     if 0 in (m, n, k) or max(m, n, k) > LARGEST_INT:
         return None
@@ -175,3 +215,28 @@ def multiply(a, b, out=None):
                           pointers[1].ctypes.data, size_at[6], scalars.ctypes.data + dtype.itemsize,
                           pointers[2].ctypes.data, size_at[7], 1, size_at[8])
     return out
+
+
+# mkl_jit_get_sgemm_ptr's function: (jitter, a, b, c), each an address (taken as int64: numba adds int64 offsets
+# to them, and an int64 plus a uint64 would be a float64 there)
+JIT_KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+JIT_FAILED = 2                            # mkl_cblas_jit_create_sgemm's MKL_JIT_ERROR (1, MKL_NO_JIT, still works)
+
+
+@functools.lru_cache(maxsize=None)
+def small_product(transpose_a: bool, transpose_b: bool, m: int, n: int, k: int, alpha: float, lead_a: int,
+                  lead_b: int, lead_c: int):
+    """(kernel, jitter): MKL's JIT-compiled float32 product c = alpha op(a) op(b), op(a) (m, k), op(b) (k, n), all
+    row-major with these leading dimensions, c overwritten, called as kernel(jitter, a, b, c) with the three
+    matrices' addresses, from numba too. Made once per set of arguments and kept for the process (a model has a
+    handful). None where MKL is not in use or cannot make it."""
+    mkl = library()
+    if mkl is None:
+        return None
+    jitter = ctypes.c_void_p()
+    flag = {False: NO_TRANSPOSE, True: TRANSPOSE}
+    status = mkl.jit_create(ctypes.byref(jitter), ROW_MAJOR, flag[transpose_a], flag[transpose_b], m, n, k, alpha,
+                            lead_a, lead_b, 0.0, lead_c)
+    if status == JIT_FAILED or not jitter.value:
+        return None
+    return JIT_KERNEL(mkl.jit_kernel(jitter)), np.int64(jitter.value)

@@ -478,7 +478,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     query, key, value, float_mask = autocast_mode.low_precision(query, key, value, float_mask)   # its products
     attn_mask = float_mask if float_mask is not None else attn_mask
     keep = dropout = None
-    tiled = is_causal and _use_fused(query, key, value) and fused.CausalAttention.runs_kernel(query, key, value)
+    tiled = is_causal and _use_fused(query, key, value) and fused.CausalAttention.runs_kernel(query, key, value,
+                                                                                              dropout_p)
     if dropout_p:            # one mask for the attention weights, of the scores' shape
         shape = (*np.broadcast_shapes(query.shape[:-2], key.shape[:-2]), query.shape[-2], key.shape[-2])
         if tiled:            # drawn inside the kernels, from the counters a drawn mask would have read
@@ -488,7 +489,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if is_causal and _use_fused(query, key, value):
         # q, k, v cut as source[0], [1], [2] from one tensor (GPT's projection): one op of source, whose backward
         # writes the three gradients into one buffer laid out like source (fused.PackedCausalAttention says why):
-        # the kernels do, and on the cpu the plain version's products
+        # the kernels do (the cpu's twin of them too), and elsewhere on the cpu the plain version's products
         packed = tiled or query.device == "cpu"
         source = fused.PackedCausalAttention.source_of(query, key, value) if packed else None
         if source is not None:

@@ -144,16 +144,18 @@ class CausalAttention(Function):
     Where the tiled kernels take the inputs (emu and cuda; float32, float16 or bfloat16 data; L == S; one
     head size <= 128; no `keep`), it is kernels/causal_attention.cu: one kernel forward, two backward,
     and the (L, S) scores, probabilities and mask never reach memory; the forward keeps only its output
-    and each row's log-sum-exp. Everywhere else (cpu, float64, a kv-cache's L != S, a mask given as
-    `keep`), the plain version: the products of the array library around the causal_softmax kernel,
-    whose backward, written out (p: the probabilities; dy: the output's gradient), is
+    and each row's log-sum-exp. On the cpu their twin does the same for float32 data without dropout,
+    where numba and MKL are in use (kernels/compiled_attention.py). Everywhere else (float64, a kv-cache's
+    L != S, a mask given as `keep`, the cpu's other cases), the plain version: the products of the array
+    library around the causal_softmax kernel, whose backward, written out (p: the probabilities; dy: the
+    output's gradient), is
 
         dv = (p keep)^T dy      dp = (dy v^T) keep      ds = softmax backward of dp (scale included)
         dq = ds k               dk = ds^T q
 
-    On the compiled CPU path the scores and dp are made as (k q^T)^T and (v dy^T)^T: the same sums, stored by
-    columns, which its softmax kernels run through faster (kernels.causal_softmax.wants_columns); the products
-    that take them then read a transposed operand, at no cost.
+    On the compiled CPU path without the twin the scores and dp are made as (k q^T)^T and (v dy^T)^T: the same
+    sums, stored by columns, which its softmax kernels run through faster (kernels.causal_softmax.wants_columns);
+    the products that take them then read a transposed operand, at no cost.
 
     q, k, v that are three slices of one tensor (GPT's) take PackedCausalAttention instead, below.
     """
@@ -167,9 +169,10 @@ class CausalAttention(Function):
         return attention(q, k, v, scale, visible, CausalAttention._keep(q, k, keep, dropout))
 
     @staticmethod
-    def runs_kernel(q, k, v) -> bool:
-        """Do these inputs take the tiled kernels (which draw a dropout's mask themselves)?"""
-        return kernels.causal_attention.supports(q.data, k.data, v.data, q.device)
+    def runs_kernel(q, k, v, dropout_p: float = 0.0) -> bool:
+        """Do these inputs take the tiled kernels (which draw a dropout's mask themselves; the cpu's twin of them
+        draws none, and takes no dropout)?"""
+        return kernels.causal_attention.supports(q.data, k.data, v.data, q.device, dropout=bool(dropout_p))
 
     @staticmethod
     def _keep(q, k, keep, dropout):
@@ -192,7 +195,8 @@ class CausalAttention(Function):
     def compute_forward(ctx, q, k, v, scale, keep, dropout):
         """The output's array for the Tensors q, k, v, by the kernels or the plain version; what the backward needs
         goes into ctx (PackedCausalAttention's forward is this too)."""
-        ctx.scale, ctx.tiled = scale, keep is None and CausalAttention.runs_kernel(q, k, v)
+        ctx.scale = scale
+        ctx.tiled = keep is None and CausalAttention.runs_kernel(q, k, v, dropout[0] if dropout else 0.0)
         if ctx.tiled:
             ctx.dropout = dropout
             out, ctx.lse = kernels.causal_attention.forward(q.data, k.data, v.data, scale, ctx.device, dropout)
