@@ -275,7 +275,7 @@ def twin_against_the_reference(q, k, v, dout, scale):
 
 
 @needs_twin
-@pytest.mark.parametrize("size", SIZES + [(12, 4, 64, 32)], ids=str)
+@pytest.mark.parametrize("size", SIZES + [(12, 4, 64, 32), (1, 2, 256, 16)], ids=str)
 @pytest.mark.parametrize("layout", ["projection", "contiguous", "interleaved"])
 def test_the_cpu_twin_matches_the_reference(size, layout):
     rng = np.random.default_rng(sum(size))

@@ -2,8 +2,9 @@
 
 The GPU kernels walk tiles of 32 positions so that the (L, L) scores never reach memory. A CPU core's caches hold
 a whole head's scores at the lengths we train (64 x 64 float32 is 16 KB, 256 x 256 is 256 KB), so here a task
-takes one (batch, head): one product makes its scores in scratch memory of its own, the softmax runs over them
-there, one more product makes its output, and only out and lse go back to memory; the backward recomputes the
+takes one (batch, head): products make its scores in scratch memory of its own, the softmax runs over them there,
+more products make its output, and only out and lse go back to memory. Each product takes a block of rows and
+only the keys they see, as the kernels skip the tiles above the diagonal (BLOCKS). The backward recomputes the
 probabilities from q, k and lse, as the kernels do, and writes dq, dk, dv through strides (into one buffer laid
 out like the projection, for PackedCausalAttention). The formulas are the .cu file's header's, and
 causal_attention.py's reference_forward and reference_backward define them; one difference of order: D_i, the
@@ -11,8 +12,9 @@ sum of p_ij dp_ij, is added up from the scratch (the .cu file takes it as dout_i
 
 Why: the plain version (products around causal_softmax) makes each of attention's (L, L) matrices for all heads
 at once, so the scores, the probabilities, dp and ds are each written and read back across the whole layer, out
-of the caches by the time the next step reads them. At the CPU recipe's sizes the training step took 27.7 ms with
-this against 29.6 with the plain version, and nanoGPT's GPU config's 4.03 s against 4.59 (benchmarks/step.py).
+of the caches by the time the next step reads them. Measured on a 2-core Xeon, the CPU recipe's training step took
+28.0 to 29.0 ms with this against 29.8 to 31.7 with the plain version (separate processes, taken in turn), and
+nanoGPT's GPU config's 4.03 s against 4.59 with one block of rows.
 
 The products are MKL's JIT-compiled kernels (mkl_products.small_product): machine code for one size, called from
 the loop with three addresses. numba's own loops multiply such matrices several times slower (no register
@@ -30,6 +32,11 @@ from . import compiled_cpu, mkl_products
 from .compiled_cpu import _exp_in_place, _row_max, LANES
 
 LONGEST = 2048          # L at most: a task's scratch is two (L, L) float32 matrices (32 MB at 2048)
+# A head's rows go in BLOCKS blocks, each multiplied with the keys it sees: 5/8 of the (L, L) products' work. At the
+# GPU config (L = 256) the step took 3.56 to 3.71 s against 3.87 to 3.98 with one block (8 blocks: 3.52 to 3.63); at
+# the CPU recipe's L = 64 the same within the noise. A fixed count keeps one numba build for every L (the kernels'
+# tuple has BLOCKS entries a kind).
+BLOCKS = 4
 
 
 def takes(q, k, v) -> bool:
@@ -85,36 +92,60 @@ def _constants():
 
 # ----------------------------------------------------------------------------- forward
 @compiled_cpu.kernel
-def _forward_heads(products, jitters, addresses, steps, lse, heads, L, parts, c):
-    """For each (batch, head): s = scale q k^T (products[0]), the causal softmax of each row in place (lse_i kept),
-    p v into out (products[1]). addresses and steps: q's, k's, v's and out's. The future's probabilities are
-    written as 0: the product reads them."""
+def _forward_heads(products, jitters, addresses, steps, lse, heads, L, block, parts, c):
+    """For each (batch, head), block of rows by block of rows (r0..r1): s = scale q k^T for the keys 0..r1 those
+    rows see (products[0, r]), the causal softmax of each row in place (lse_i kept), p v into out (products[1, r]).
+    addresses and steps: q's, k's, v's and out's. The future's probabilities up to r1 are written as 0: the product
+    reads them."""
     zero, one = c[0], c[1]
-    tasks = lse.shape[0]
+    tasks, blocks = lse.shape[0], jitters.shape[1]
     for part in prange(parts):
         s = np.empty((L, L), np.float32)
         powers, lanes = np.empty(L, np.int32), np.empty(LANES, np.float32)
         for task in range(part * tasks // parts, (part + 1) * tasks // parts):
             b, h = task // heads, task % heads
             at = addresses + b * steps[:, 0] + h * steps[:, 1]
-            products[0](jitters[0], at[Q], at[K], s.ctypes.data)
-            for i in range(L):
-                seen = i + 1
-                top = _row_max(s, i, seen, one, lanes)
-                for j in range(seen):
-                    s[i, j] -= top
-                total = _exp_in_place(s, i, seen, powers, True, c)
-                inverse = one / np.float32(total)
-                for j in range(seen):
-                    s[i, j] *= inverse
-                for j in range(seen, L):
-                    s[i, j] = zero
-                lse[task, i] = top + math.log(total)
-            products[1](jitters[1], s.ctypes.data, at[V], at[OUT])
+            for r in range(blocks):
+                r0, r1 = r * block, min(L, (r + 1) * block)
+                if r0 >= L:
+                    break
+                rows_at = s.ctypes.data + r0 * L * 4
+                products[r](jitters[0, r], at[Q] + r0 * steps[Q, 2], at[K], rows_at)
+                for i in range(r0, r1):
+                    seen = i + 1
+                    top = _row_max(s, i, seen, one, lanes)
+                    for j in range(seen):
+                        s[i, j] -= top
+                    total = _exp_in_place(s, i, seen, powers, True, c)
+                    inverse = one / np.float32(total)
+                    for j in range(seen):
+                        s[i, j] *= inverse
+                    for j in range(seen, r1):
+                        s[i, j] = zero
+                    lse[task, i] = top + math.log(total)
+                products[blocks + r](jitters[1, r], rows_at, at[V], at[OUT] + r0 * steps[OUT, 2])
 
 
 Q, K, V, OUT = range(4)                     # _forward_heads' operands; the backward's: Q, K, V, DOUT, DQ, DK, DV
 DOUT, DQ, DK, DV = range(3, 7)
+
+
+def _block(L: int) -> int:
+    return -(-L // BLOCKS)
+
+
+def _blocks(L: int) -> list:
+    """(r0, r1) of each of the BLOCKS blocks of rows (the last shorter, or empty where L < BLOCKS)."""
+    block = _block(L)
+    return [(r0, min(L, r0 + block)) for r0 in range(0, L, block)]
+
+
+def _kernels(made) -> tuple:
+    """made (kinds of product, each a list by block of (kernel, jitter)) as a kernel's two arguments: the kernels
+    in one tuple, kind by kind, and the jitters as a (kinds, BLOCKS) int64 array. Blocks that are empty (L < BLOCKS)
+    take the first block's, never called: the tuple's length stays BLOCKS a kind, so numba compiles one build."""
+    made = [kind + [kind[0]] * (BLOCKS - len(kind)) for kind in made]
+    return tuple(m[0] for kind in made for m in kind), np.array([[m[1] for m in kind] for kind in made], np.int64)
 
 
 def forward(q, k, v, scale: float, B: int, H: int):
@@ -125,53 +156,65 @@ def forward(q, k, v, scale: float, B: int, H: int):
     lse = np.empty((B * H, L), np.float32)
     operands = [_as_heads(a, B, H) for a in (q, k, v)] + [out]       # held until the kernel has run: copies
     addresses, steps, leads = _plan(operands)
-    made = (_product(False, True, L, L, E, scale, leads[Q], leads[K], L),              # scale q k^T
-            _product(False, False, L, E, L, 1.0, L, leads[V], leads[OUT]))             # p v
-    products, jitters = tuple(m[0] for m in made), np.array([m[1] for m in made], np.int64)
+    blocks = _blocks(L)            # a block of rows r0..r1 and the keys 0..r1 they see: scale q k^T, then p v
+    products, jitters = _kernels((
+        [_product(False, True, r1 - r0, r1, E, scale, leads[Q], leads[K], L) for r0, r1 in blocks],
+        [_product(False, False, r1 - r0, E, r1, 1.0, L, leads[V], leads[OUT]) for r0, r1 in blocks]))
     work = B * H * L * L
-    compiled_cpu._run(_forward_heads, work, products, jitters, addresses, steps, lse, H, L,
+    compiled_cpu._run(_forward_heads, work, products, jitters, addresses, steps, lse, H, L, _block(L),
                       compiled_cpu._parts(work, B * H), _constants())
     return out.reshape(q.shape), lse
 
 
 # ----------------------------------------------------------------------------- backward
 @compiled_cpu.kernel
-def _backward_heads(products, jitters, addresses, steps, lse, heads, L, parts, c):
-    """For each (batch, head), with products[n](jitters[n], a, b, c) the five products backward() makes: p from
-    the scores again and lse; dv = p^T dout; dp = dout v^T; ds = p (dp - D) in dp's place; dq = scale ds k and
-    dk = scale ds^T q. addresses and steps: q's, k's, v's, dout's, dq's, dk's and dv's."""
+def _backward_heads(products, jitters, addresses, steps, lse, heads, L, block, parts, c):
+    """For each (batch, head), with products[kind * blocks + r](jitters[kind, r], a, b, c) the products backward()
+    makes for block r: block of rows by block of rows, p from the scores again and lse, dp = dout v^T, ds = p (dp - D)
+    in dp's place, and dq = scale ds k; then block of keys by block of keys (the rows from the block's first on, the
+    rest of its column being 0), dv = p^T dout and dk = scale ds^T q. addresses and steps: q's, k's, v's, dout's,
+    dq's, dk's and dv's."""
     zero = c[0]
-    tasks = lse.shape[0]
+    tasks, blocks = lse.shape[0], jitters.shape[1]
     for part in prange(parts):
         p, dp = np.empty((L, L), np.float32), np.empty((L, L), np.float32)
         powers = np.empty(L, np.int32)
         for task in range(part * tasks // parts, (part + 1) * tasks // parts):
             b, h = task // heads, task % heads
             at = addresses + b * steps[:, 0] + h * steps[:, 1]
-            products[SCORES](jitters[SCORES], at[Q], at[K], p.ctypes.data)
-            for i in range(L):
-                seen = i + 1
-                for j in range(seen):
-                    p[i, j] -= lse[task, i]
-                _exp_in_place(p, i, seen, powers, True, c)
-                for j in range(seen, L):
-                    p[i, j] = zero
-            products[P_DOUT](jitters[P_DOUT], p.ctypes.data, at[DOUT], at[DV])
-            products[DOUT_V](jitters[DOUT_V], at[DOUT], at[V], dp.ctypes.data)
-            for i in range(L):
-                seen = i + 1
-                D = zero
-                for j in range(seen):
-                    D += p[i, j] * dp[i, j]
-                for j in range(seen):
-                    dp[i, j] = p[i, j] * (dp[i, j] - D)
-                for j in range(seen, L):
-                    dp[i, j] = zero
-            products[DS_K](jitters[DS_K], dp.ctypes.data, at[K], at[DQ])
-            products[DS_Q](jitters[DS_Q], dp.ctypes.data, at[Q], at[DK])
+            for r in range(blocks):
+                r0, r1 = r * block, min(L, (r + 1) * block)
+                if r0 >= L:
+                    break
+                p_at, dp_at = p.ctypes.data + r0 * L * 4, dp.ctypes.data + r0 * L * 4
+                products[SCORES * blocks + r](jitters[SCORES, r], at[Q] + r0 * steps[Q, 2], at[K], p_at)
+                products[DOUT_V * blocks + r](jitters[DOUT_V, r], at[DOUT] + r0 * steps[DOUT, 2], at[V], dp_at)
+                for i in range(r0, r1):
+                    seen = i + 1
+                    for j in range(seen):
+                        p[i, j] -= lse[task, i]
+                    _exp_in_place(p, i, seen, powers, True, c)
+                    D = zero
+                    for j in range(seen):
+                        D += p[i, j] * dp[i, j]
+                    for j in range(seen):
+                        dp[i, j] = p[i, j] * (dp[i, j] - D)
+                    for j in range(seen, r1):
+                        p[i, j] = zero
+                        dp[i, j] = zero
+                products[DS_K * blocks + r](jitters[DS_K, r], dp_at, at[K], at[DQ] + r0 * steps[DQ, 2])
+            for r in range(blocks):
+                r0 = r * block
+                if r0 >= L:
+                    break
+                corner = (r0 * L + r0) * 4                      # [r0, r0]: the block's column, from its diagonal
+                dout_at, q_at = at[DOUT] + r0 * steps[DOUT, 2], at[Q] + r0 * steps[Q, 2]
+                products[P_DOUT * blocks + r](jitters[P_DOUT, r], p.ctypes.data + corner, dout_at,
+                                              at[DV] + r0 * steps[DV, 2])
+                products[DS_Q * blocks + r](jitters[DS_Q, r], dp.ctypes.data + corner, q_at, at[DK] + r0 * steps[DK, 2])
 
 
-SCORES, P_DOUT, DOUT_V, DS_K, DS_Q = range(5)      # _backward_heads' products, in the order it makes them
+SCORES, DOUT_V, DS_K, P_DOUT, DS_Q = range(5)      # _backward_heads' products, in the order it makes them
 
 
 def backward(q, k, v, lse, dout, scale: float, B: int, H: int, need=(True, True, True), grads=None):
@@ -189,15 +232,17 @@ def backward(q, k, v, lse, dout, scale: float, B: int, H: int, need=(True, True,
     dout = dout.astype(np.float32, copy=False)
     operands = [_as_heads(a, B, H) for a in (q, k, v, dout)] + targets     # held until the kernel has run
     addresses, steps, leads = _plan(operands)
-    made = [None] * 5
-    made[SCORES] = _product(False, True, L, L, E, scale, leads[Q], leads[K], L)            # scale q k^T
-    made[P_DOUT] = _product(True, False, L, E, L, 1.0, L, leads[DOUT], leads[DV])          # p^T dout
-    made[DOUT_V] = _product(False, True, L, L, E, 1.0, leads[DOUT], leads[V], L)           # dout v^T
-    made[DS_K] = _product(False, False, L, E, L, scale, L, leads[K], leads[DQ])            # scale ds k
-    made[DS_Q] = _product(True, False, L, E, L, scale, L, leads[Q], leads[DK])             # scale ds^T q
-    products, jitters = tuple(m[0] for m in made), np.array([m[1] for m in made], np.int64)
+    made, blocks = [None] * 5, _blocks(L)
+    # a block of rows r0..r1 and the keys 0..r1 they see: scale q k^T, dout v^T, scale ds k
+    made[SCORES] = [_product(False, True, r1 - r0, r1, E, scale, leads[Q], leads[K], L) for r0, r1 in blocks]
+    made[DOUT_V] = [_product(False, True, r1 - r0, r1, E, 1.0, leads[DOUT], leads[V], L) for r0, r1 in blocks]
+    made[DS_K] = [_product(False, False, r1 - r0, E, r1, scale, L, leads[K], leads[DQ]) for r0, r1 in blocks]
+    # a block of keys r0..r1 and the rows r0..L that see them: p^T dout, scale ds^T q
+    made[P_DOUT] = [_product(True, False, r1 - r0, E, L - r0, 1.0, L, leads[DOUT], leads[DV]) for r0, r1 in blocks]
+    made[DS_Q] = [_product(True, False, r1 - r0, E, L - r0, scale, L, leads[Q], leads[DK]) for r0, r1 in blocks]
+    products, jitters = _kernels(made)
     work = B * H * L * L
-    compiled_cpu._run(_backward_heads, work, products, jitters, addresses, steps, lse, H, L,
+    compiled_cpu._run(_backward_heads, work, products, jitters, addresses, steps, lse, H, L, _block(L),
                       compiled_cpu._parts(work, B * H), _constants())
     results = []
     for wanted, (given, own) in zip(need, kept):
