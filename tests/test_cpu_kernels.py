@@ -256,15 +256,20 @@ def test_the_compiled_exp_is_within_2_ulps_and_0_below_e_to_the_minus_88():
     c = compiled_cpu._with_exp_constants(np.float32)
     t = np.concatenate([-np.geomspace(1e-30, 87.3, 200001), [0.0, -88.5, -1e4, -np.inf, np.nan]]).astype(np.float32)
     got = t.copy()
-    total = compiled_cpu._exp_in_place(got[None], 0, t.size - 1, np.empty(t.size, np.int32), True, c)  # not the nan
+    total = compiled_cpu._exp_in_place(got[None], 0, t.size - 1, np.empty(t.size, np.int32), True, c,
+                                       np.float32(0))                                               # not the nan
     want = np.exp(t.astype(np.float64))
     normal = slice(0, 200002)
     ulps = np.abs(got[normal] - want[normal]) / np.spacing(want[normal].astype(np.float32))
     assert ulps.max() <= 2, f"{ulps.max():.2f} ulps at t = {t[np.argmax(ulps)]}"
     np.testing.assert_array_equal(got[-4:-1], [0, 0, 0])
     np.testing.assert_allclose(total, want[:-1].sum(), rtol=1e-5)
+    shifted = t[:-5] + np.float32(40)                   # the shift is subtracted first: exp(t + 40 - 40)
+    compiled_cpu._exp_in_place(shifted[None], 0, shifted.size, np.empty(shifted.size, np.int32), True, c,
+                               np.float32(40))
+    np.testing.assert_allclose(shifted, np.exp((t[:-5] + np.float32(40)).astype(np.float64) - 40), rtol=4e-6, atol=0)
     nan = t[-1:].copy()
-    compiled_cpu._exp_in_place(nan[None], 0, 1, np.empty(1, np.int32), True, c)
+    compiled_cpu._exp_in_place(nan[None], 0, 1, np.empty(1, np.int32), True, c, np.float32(0))
     assert np.isnan(nan[0])
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from numba import prange
 
 from . import compiled_cpu, mkl_products
-from .compiled_cpu import _exp_parts, _row_max, LANES
+from .compiled_cpu import _exp_in_place, _row_max, LANES
 
 LONGEST = 2048          # L at most: a task's scratch is two (L, L) float32 matrices (32 MB at 2048)
 # A head's rows go in BLOCKS blocks, each multiplied with the keys it sees: 5/8 of the (L, L) products' work. At the
@@ -100,17 +100,17 @@ def _padded(i, r1):
 
 
 @compiled_cpu.helper
-def _exp_shifted(values, row, n, shift, powers, c):
-    """values[row, :n] = exp(values[row, :n] - shift), by compiled_cpu._exp_parts (-inf gives 0); returns their sum,
-    added up in float64. powers: int32 scratch of n."""
-    two_to_the_k = powers.view(np.float32)
-    for j in range(n):
-        values[row, j], powers[j] = _exp_parts(values[row, j] - shift, c)
-    total = 0.0
-    for j in range(n):
-        values[row, j] *= two_to_the_k[j]
-        total += values[row, j]
-    return total
+def _task_addresses(task, heads, addresses, steps):
+    """Where each operand's matrix of this task's (batch, head) starts: its address moved by its batch and head
+    steps."""
+    return addresses + (task // heads) * steps[:, 0] + (task % heads) * steps[:, 1]
+
+
+@compiled_cpu.helper
+def _hide_future(values, i, n, minus_inf):
+    """values[i, j] = -inf for the keys j > i among the row's first n (_padded): all in its last LANES."""
+    for j in range(max(0, n - LANES), n):
+        values[i, j] = values[i, j] if j <= i else minus_inf
 
 
 # ----------------------------------------------------------------------------- forward
@@ -126,20 +126,16 @@ def _forward_heads(products, jitters, addresses, steps, lse, heads, L, block, pa
         s = np.empty((L, L), np.float32)
         powers, lanes = np.empty(L, np.int32), np.empty(LANES, np.float32)
         for task in range(part * tasks // parts, (part + 1) * tasks // parts):
-            b, h = task // heads, task % heads
-            at = addresses + b * steps[:, 0] + h * steps[:, 1]
-            for r in range(blocks):
-                r0, r1 = r * block, min(L, (r + 1) * block)
-                if r0 >= L:
-                    break
+            at = _task_addresses(task, heads, addresses, steps)
+            for r0 in range(0, L, block):                  # block r: rows r0..r1 (fewer than BLOCKS where L is)
+                r, r1 = r0 // block, min(L, r0 + block)
                 rows_at = s.ctypes.data + r0 * L * 4
                 products[r](jitters[0, r], at[Q] + r0 * steps[Q, 2], at[K], rows_at)
                 for i in range(r0, r1):
                     n = _padded(i, r1)
-                    for j in range(max(0, n - LANES), n):      # the future up to n: -inf, whose exp is 0
-                        s[i, j] = s[i, j] if j <= i else minus_inf
+                    _hide_future(s, i, n, minus_inf)     # exp(-inf) is 0
                     top = _row_max(s, i, n, one, lanes)
-                    total = _exp_shifted(s, i, n, top, powers, c)
+                    total = _exp_in_place(s, i, n, powers, True, c, top)
                     inverse = one / np.float32(total)
                     for j in range(n):
                         s[i, j] *= inverse
@@ -203,20 +199,16 @@ def _backward_heads(products, jitters, addresses, steps, lse, heads, L, block, p
         p, dp = np.empty((L, L), np.float32), np.empty((L, L), np.float32)
         powers = np.empty(L, np.int32)
         for task in range(part * tasks // parts, (part + 1) * tasks // parts):
-            b, h = task // heads, task % heads
-            at = addresses + b * steps[:, 0] + h * steps[:, 1]
-            for r in range(blocks):
-                r0, r1 = r * block, min(L, (r + 1) * block)
-                if r0 >= L:
-                    break
+            at = _task_addresses(task, heads, addresses, steps)
+            for r0 in range(0, L, block):                  # block r: rows r0..r1 (fewer than BLOCKS where L is)
+                r, r1 = r0 // block, min(L, r0 + block)
                 p_at, dp_at = p.ctypes.data + r0 * L * 4, dp.ctypes.data + r0 * L * 4
                 products[SCORES * blocks + r](jitters[SCORES, r], at[Q] + r0 * steps[Q, 2], at[K], p_at)
                 products[DOUT_V * blocks + r](jitters[DOUT_V, r], at[DOUT] + r0 * steps[DOUT, 2], at[V], dp_at)
                 for i in range(r0, r1):
                     n = _padded(i, r1)
-                    for j in range(max(0, n - LANES), n):      # the future up to n: -inf, whose exp is 0
-                        p[i, j] = p[i, j] if j <= i else minus_inf
-                    _exp_shifted(p, i, n, lse[task, i], powers, c)
+                    _hide_future(p, i, n, minus_inf)     # exp(-inf) is 0
+                    _exp_in_place(p, i, n, powers, True, c, lse[task, i])
                     D = zero
                     for j in range(n):
                         D += p[i, j] * dp[i, j]
@@ -226,10 +218,8 @@ def _backward_heads(products, jitters, addresses, steps, lse, heads, L, block, p
                         p[i, j] = zero
                         dp[i, j] = zero
                 products[DS_K * blocks + r](jitters[DS_K, r], dp_at, at[K], at[DQ] + r0 * steps[DQ, 2])
-            for r in range(blocks):
-                r0 = r * block
-                if r0 >= L:
-                    break
+            for r0 in range(0, L, block):
+                r = r0 // block
                 corner = (r0 * L + r0) * 4                      # [r0, r0]: the block's column, from its diagonal
                 dout_at, q_at = at[DOUT] + r0 * steps[DOUT, 2], at[Q] + r0 * steps[Q, 2]
                 products[P_DOUT * blocks + r](jitters[P_DOUT, r], p.ctypes.data + corner, dout_at,

@@ -352,22 +352,23 @@ def _exp_parts(t, c):
 
 
 @helper
-def _exp_in_place(values, row, n, powers, own_exp, c):
-    """values[row, :n] = exp(values[row, :n]); returns their sum, added up in float64 (in float32 lanes a vocabulary
-    of 50,257 values would lose about 20 ulps of it). own_exp (float32 data): by _exp_parts, with powers an int32
-    scratch of at least n; else by math.exp (float64 data). A row of a 2-D array, not a 1-D view of it: numba
-    counts references to every view it makes, two atomic operations a row."""
+def _exp_in_place(values, row, n, powers, own_exp, c, shift):
+    """values[row, :n] = exp(values[row, :n] - shift) (a softmax's shift: the row's largest, or its log-sum-exp);
+    returns their sum, added up in float64 (in float32 lanes a vocabulary of 50,257 values would lose about 20 ulps
+    of it). own_exp (float32 data): by _exp_parts, with powers an int32 scratch of at least n; else by math.exp
+    (float64 data). A row of a 2-D array, not a 1-D view of it: numba counts references to every view it makes,
+    two atomic operations a row."""
     total = 0.0
     if own_exp:
         two_to_the_k = powers.view(np.float32)
         for j in range(n):
-            values[row, j], powers[j] = _exp_parts(values[row, j], c)
+            values[row, j], powers[j] = _exp_parts(values[row, j] - shift, c)
         for j in range(n):
             values[row, j] *= two_to_the_k[j]
             total += values[row, j]
     else:
         for j in range(n):
-            values[row, j] = math.exp(values[row, j])
+            values[row, j] = math.exp(values[row, j] - shift)
             total += values[row, j]
     return total
 
@@ -418,7 +419,7 @@ def _causal_softmax_forward_rows(scores, out, into_scores, L, parts, own_exp, c)
                     out[row, j] = scale * scores[row, j] - top
             # 1 / sum rounded to the data's dtype: with a float64 factor LLVM widened each product to float64 and
             # divided by the sum inside the loop (a third of the kernel's time on rows of 256)
-            inverse[0] = one / _exp_in_place(out, row, seen, powers, own_exp, c)
+            inverse[0] = one / _exp_in_place(out, row, seen, powers, own_exp, c, zero)
             r = inverse[0]
             for j in range(seen):
                 out[row, j] *= r
@@ -600,7 +601,7 @@ def _cross_entropy_forward_rows(x, targets, ignore_index, losses, lse, parts, ow
                 total += x[row, j]
             for j in range(C):
                 values[0, j] = x[row, j] - top
-            row_lse = top + math.log(_exp_in_place(values, 0, C, powers, own_exp, c))
+            row_lse = top + math.log(_exp_in_place(values, 0, C, powers, own_exp, c, zero))
             lse[row] = row_lse
             t = targets[row]
             if t == ignore_index:
@@ -638,7 +639,7 @@ def _cross_entropy_backward_rows(x, targets, ignore_index, lse, dout, dx, parts,
             uniform, hit = smoothing / C, one - smoothing
             for j in range(C):
                 dx[row, j] = x[row, j] - lse[row]
-            _exp_in_place(dx, row, C, powers, own_exp, c)
+            _exp_in_place(dx, row, C, powers, own_exp, c, zero)
             for j in range(C):
                 dx[row, j] = g * (dx[row, j] - uniform - (hit if j == t else zero))
 
