@@ -351,7 +351,7 @@ def test_the_cpu_runs_the_plain_version_where_the_twin_cannot(monkeypatch):
     rng = np.random.default_rng(3)
 
     def run(dtype=tg.float32, dropout_p=0.0):
-        tensors = [tg.tensor(a, dtype=dtype, requires_grad=True) for a in projection(rng, 2, 2, 6, 4)]
+        tensors = [tg.tensor(a, dtype=dtype, device="cpu", requires_grad=True) for a in projection(rng, 2, 2, 6, 4)]
         y = F.scaled_dot_product_attention(*tensors, is_causal=True, dropout_p=dropout_p)
         tiled = y.grad_fn.tiled
         y.backward(tg.ones_like(y))

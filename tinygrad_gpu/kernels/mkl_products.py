@@ -228,8 +228,8 @@ def small_product(transpose_a: bool, transpose_b: bool, m: int, n: int, k: int, 
                   lead_b: int, lead_c: int):
     """(kernel, jitter): MKL's JIT-compiled float32 product c = alpha op(a) op(b), op(a) (m, k), op(b) (k, n), all
     row-major with these leading dimensions, c overwritten, called as kernel(jitter, a, b, c) with the three
-    matrices' addresses, from numba too. Made once per set of arguments and kept for the process (a model has a
-    handful). None where MKL is not in use or cannot make it."""
+    matrices' addresses, from numba too. Made once per set of arguments and kept for the process (attention makes
+    about two dozen for a layout of q, k, v). None where MKL is not in use or cannot make it."""
     mkl = library()
     if mkl is None:
         return None
