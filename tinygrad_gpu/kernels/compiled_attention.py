@@ -32,6 +32,7 @@ from . import compiled_cpu, mkl_products
 from .compiled_cpu import _exp_in_place, _row_max, LANES
 
 LONGEST = 2048          # L at most: a task's scratch is two (L, L) float32 matrices (32 MB at 2048)
+ITEM = 4                # bytes of a float32: the kernels move addresses by rows of their scratch
 # A head's rows go in BLOCKS blocks, each multiplied with the keys it sees: 5/8 of the (L, L) products' work. At the
 # GPU config (L = 256) the step took 3.56 to 3.71 s against 3.87 to 3.98 with one block (8 blocks: 3.52 to 3.63); at
 # the CPU recipe's L = 64 the same within the noise. A fixed count keeps one numba build for every L (the kernels'
@@ -75,7 +76,7 @@ def _plan(arrays):
     caller holds the arrays until the kernel has run: an address does not keep a copy alive."""
     where = [_address_and_steps(a) for a in arrays]
     L, E = arrays[0].shape[2:]
-    leads = [steps[2] // 4 if L > 1 else E for _, steps in where]
+    leads = [steps[2] // ITEM if L > 1 else E for _, steps in where]
     return np.array([w[0] for w in where], np.int64), np.array([w[1] for w in where], np.int64), leads
 
 
@@ -129,7 +130,7 @@ def _forward_heads(products, jitters, addresses, steps, lse, heads, L, block, pa
             at = _task_addresses(task, heads, addresses, steps)
             for r0 in range(0, L, block):                  # block r: rows r0..r1 (fewer than BLOCKS where L is)
                 r, r1 = r0 // block, min(L, r0 + block)
-                rows_at = s.ctypes.data + r0 * L * 4
+                rows_at = s.ctypes.data + r0 * L * ITEM
                 products[r](jitters[0, r], at[Q] + r0 * steps[Q, 2], at[K], rows_at)
                 for i in range(r0, r1):
                     n = _padded(i, r1)
@@ -202,7 +203,7 @@ def _backward_heads(products, jitters, addresses, steps, lse, heads, L, block, p
             at = _task_addresses(task, heads, addresses, steps)
             for r0 in range(0, L, block):                  # block r: rows r0..r1 (fewer than BLOCKS where L is)
                 r, r1 = r0 // block, min(L, r0 + block)
-                p_at, dp_at = p.ctypes.data + r0 * L * 4, dp.ctypes.data + r0 * L * 4
+                p_at, dp_at = p.ctypes.data + r0 * L * ITEM, dp.ctypes.data + r0 * L * ITEM
                 products[SCORES * blocks + r](jitters[SCORES, r], at[Q] + r0 * steps[Q, 2], at[K], p_at)
                 products[DOUT_V * blocks + r](jitters[DOUT_V, r], at[DOUT] + r0 * steps[DOUT, 2], at[V], dp_at)
                 for i in range(r0, r1):
@@ -220,7 +221,7 @@ def _backward_heads(products, jitters, addresses, steps, lse, heads, L, block, p
                 products[DS_K * blocks + r](jitters[DS_K, r], dp_at, at[K], at[DQ] + r0 * steps[DQ, 2])
             for r0 in range(0, L, block):
                 r = r0 // block
-                corner = (r0 * L + r0) * 4                      # [r0, r0]: the block's column, from its diagonal
+                corner = (r0 * L + r0) * ITEM                   # [r0, r0]: the block's column, from its diagonal
                 dout_at, q_at = at[DOUT] + r0 * steps[DOUT, 2], at[Q] + r0 * steps[Q, 2]
                 products[P_DOUT * blocks + r](jitters[P_DOUT, r], p.ctypes.data + corner, dout_at,
                                               at[DV] + r0 * steps[DV, 2])

@@ -113,16 +113,13 @@ def library():
 def _operand(x):
     """(x or a contiguous copy of it, MKL's transpose flag for it, its leading dimension): the last two axes of
     x read as a row-major matrix (NO_TRANSPOSE) or as the transpose of one (TRANSPOSE, a matrix stored by
-    columns, such as w.T), whatever the strides of the batch axes."""
-    rows, cols = x.shape[-2:]
-    step_row, step_col = (s // x.itemsize for s in x.strides[-2:])
-    if all(s % x.itemsize == 0 for s in x.strides):
-        if step_col == 1 and max(1, cols) <= step_row <= LARGEST_INT:
-            return x, NO_TRANSPOSE, step_row
-        if step_row == 1 and max(1, rows) <= step_col <= LARGEST_INT:
-            return x, TRANSPOSE, step_col
-    x = np.ascontiguousarray(x)
-    return x, NO_TRANSPOSE, max(1, cols)
+    columns, such as w.T), whatever the strides of the batch axes (the pointers to each matrix are bytes)."""
+    (rows, cols), (step_row, step_col), item = x.shape[-2:], x.strides[-2:], x.itemsize
+    if step_col == item and max(1, cols) * item <= step_row <= LARGEST_INT * item and step_row % item == 0:
+        return x, NO_TRANSPOSE, step_row // item
+    if step_row == item and max(1, rows) * item <= step_col <= LARGEST_INT * item and step_col % item == 0:
+        return x, TRANSPOSE, step_col // item
+    return np.ascontiguousarray(x), NO_TRANSPOSE, max(1, cols)
 
 
 def _addresses(x, batch: tuple):
@@ -133,16 +130,6 @@ def _addresses(x, batch: tuple):
     for size, stride in zip(batch, strides):
         offsets = np.add.outer(offsets, np.arange(size, dtype=np.int64) * stride)
     return (offsets.reshape(-1) + x.ctypes.data).astype(np.uint64)
-
-
-def _matrix_operand(x):
-    """_operand for a 2-D x, in fewer steps: (x or a contiguous copy, its transpose flag, its leading dimension)."""
-    (rows, cols), (step_row, step_col), item = x.shape, x.strides, x.itemsize
-    if step_col == item and max(1, cols) * item <= step_row <= LARGEST_INT * item and step_row % item == 0:
-        return x, NO_TRANSPOSE, step_row // item
-    if step_row == item and max(1, rows) * item <= step_col <= LARGEST_INT * item and step_col % item == 0:
-        return x, TRANSPOSE, step_col // item
-    return np.ascontiguousarray(x), NO_TRANSPOSE, max(1, cols)
 
 
 def _multiply_matrices(gemm, a, b, out):
@@ -160,7 +147,7 @@ def _multiply_matrices(gemm, a, b, out):
                 or np.may_share_memory(out, b):
             return None
         step = step_row // item
-    (a, flag_a, lead_a), (b, flag_b, lead_b) = _matrix_operand(a), _matrix_operand(b)
+    (a, flag_a, lead_a), (b, flag_b, lead_b) = _operand(a), _operand(b)
     gemm(ROW_MAJOR, flag_a, flag_b, m, n, k, 1.0, a.ctypes.data, lead_a, b.ctypes.data, lead_b, 0.0, out.ctypes.data,
          step)
     return out
