@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))      # run from 
 
 import tinygrad_gpu as tg  # noqa: E402
 from tinygrad_gpu import device as devices  # noqa: E402
+from tinygrad_gpu.nn import gpt_block  # noqa: E402
 from tinygrad_gpu.ops import fused, linalg  # noqa: E402
 from tinygrad_gpu.optim import clip_grad_norm_  # noqa: E402
 from tinygrad_gpu.tensor import Function  # noqa: E402
@@ -84,6 +85,14 @@ def _products(op, shapes, grads=None) -> int:
     if op is linalg.Linear:                        # x (..., in) times weight (out, in)
         product = 2 * math.prod(shapes[0][:-1]) * shapes[1][0] * shapes[1][1]
         return product if grads is None else product * sum(g is not None for g in grads[:2])
+    if op is gpt_block.GPTBlock:                   # x (B, T, C), then the weights of gpt_block.LAYERS
+        (B, T, C), linears = shapes[0], (gpt_block.C_ATTN, gpt_block.ATTN_PROJ, gpt_block.C_FC, gpt_block.MLP_PROJ)
+        products = [2 * B * T * shapes[1 + i][0] * shapes[1 + i][1] for i in linears]
+        attention = 4 * B * T * T * C              # scores and p v: 2 B H T T E each, H E = C
+        if grads is None:
+            return sum(products) + attention
+        # backward: every dx (the block computes them all), the dW returned, and the attention's four products
+        return sum(p * (1 + (grads[1 + i] is not None)) for p, i in zip(products, linears)) + 2 * attention
     if op is fused.PackedCausalAttention:          # source, q, k, v: CausalAttention's products, all three grads
         shapes, grads = shapes[1:], None if grads is None else (True, True, True)
         op = fused.CausalAttention
@@ -102,11 +111,13 @@ def _products(op, shapes, grads=None) -> int:
 def counting():
     """Count matmul FLOPs and Function applications while the block runs (wrapping, then restoring).
 
-    The products live in four ops: Linear and CausalAttention or PackedCausalAttention (forward and backward
-    on arrays) and MatMul (whose backward is made of MatMul ops again, counted as they run)."""
+    The products live in five ops: Linear, CausalAttention or PackedCausalAttention, and GPTBlock (a GPT layer
+    as one op, on the cpu) forward and backward on arrays, and MatMul (whose backward is made of MatMul ops
+    again, counted as they run)."""
     counts = {"flops": 0, "ops": 0}
     originals = {(op, name): op.__dict__[name] for op in (linalg.Linear, fused.CausalAttention,
-                                                          fused.PackedCausalAttention, linalg.MatMul)
+                                                          fused.PackedCausalAttention, gpt_block.GPTBlock,
+                                                          linalg.MatMul)
                  for name in ("forward", "backward")}
     apply = Function.__dict__["apply"]
 

@@ -43,7 +43,8 @@ ON_HOST_ONLY = ("test_benchmark_cpu_kernels.py", "test_benchmark_gpu_check.py", 
                 "test_benchmark_lora.py", "test_benchmark_memory.py", "test_benchmark_train_vs_infer.py",
                 "test_benchmark_data_parallel.py",
                 "test_benchmark_ops.py", "test_benchmark_step.py", "test_cupy_standin.py", "test_docs.py",
-                "test_emulator.py", "test_cpu_kernels.py", "test_cpu_paths_agree.py", "test_gpt_emu.py",
+                "test_emulator.py", "test_cpu_kernels.py", "test_cpu_paths_agree.py", "test_gpt_block.py",
+                "test_gpt_emu.py",
                 "test_imports.py", "test_nvrtc.py",
                 "test_standin_kernel_references.py", "test_distributed.py", "test_train_distributed.py")
 collect_ignore = list(ON_HOST_ONLY) if CUDA_PASS else []

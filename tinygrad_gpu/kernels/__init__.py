@@ -54,7 +54,7 @@ from .runtime import fused, fused_enabled, kernel_files
 
 _MODULES = ("adamw", "causal_softmax", "cross_entropy", "embedding_backward", "emulator", "fast_cpu", "gelu",
             "grad_scaler", "layernorm", "philox", "dropout", "causal_attention",
-            "multi_tensor", "index_check")
+            "multi_tensor", "index_check", "cpu_paths", "mkl_products")
 
 __all__ = ["fused", "fused_enabled", "kernel_files", *_MODULES]
 

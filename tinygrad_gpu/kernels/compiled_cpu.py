@@ -30,6 +30,7 @@ cores: the end of the file says how they take turns.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import types
@@ -138,9 +139,11 @@ TANH_P = (0.9999999807186407, 0.12976021491212408, 0.0029818004371197165, 9.8218
 TANH_Q = (1.0, 0.4630934059694631, 0.02401313818070672, 0.00023652509995564526)
 
 
+@functools.lru_cache(maxsize=256)
 def _constants(dtype, *values):
     """values as an array of the data's dtype: inside a kernel, a Python float is float64, and one float64
-    constant would turn a float32 formula into a float64 one (twice the work, half the vector lanes)."""
+    constant would turn a float32 formula into a float64 one (twice the work, half the vector lanes). Made once
+    per set of values and kept (the kernels only read it): a training step asks dozens of times."""
     return np.array(values, dtype)
 
 

@@ -40,12 +40,24 @@ def cpu_path() -> str:
     """What the cpu device runs for a fused op: $TINYGRAD_GPU_CPU_KERNELS when it is set, else "compiled"
     (compiled_cpu.py) when numba is installed, else "numpy" (fast_cpu.py). "reference" runs each kernel file's
     plain NumPy formulas, the definition of correct, and the slowest."""
-    chosen = os.environ.get(CPU_KERNELS, "")
+    return _path_named(os.environ.get(CPU_KERNELS, ""), numba_installed())
+
+
+@functools.lru_cache(maxsize=None)
+def _path_named(chosen: str, with_numba: bool) -> str:
+    """cpu_path's answer, worked out once per value of the variable: a training step asks some 80 times."""
     if chosen and chosen not in CPU_PATHS:
         raise ValueError(f"{CPU_KERNELS}={chosen!r}: say one of {', '.join(CPU_PATHS)}, or leave it unset")
-    if chosen == "compiled" and not numba_installed():
+    if chosen == "compiled" and not with_numba:
         raise RuntimeError(f"{CPU_KERNELS}=compiled needs numba: pip install numba (or choose numpy)")
-    return chosen or ("compiled" if numba_installed() else "numpy")
+    return chosen or ("compiled" if with_numba else "numpy")
+
+
+@functools.lru_cache(maxsize=None)
+def _module(path: str):
+    """The module that runs `path` (compiled_cpu or fast_cpu), imported at its first use: numba takes half a
+    second to import."""
+    return importlib.import_module(f".{'compiled_cpu' if path == 'compiled' else 'fast_cpu'}", __package__)
 
 
 def cpu_kernels(device: str, *arrays):
@@ -53,16 +65,13 @@ def cpu_kernels(device: str, *arrays):
     same names, the same contract), or None for the reference (cpu_path() says which). For float32 and float64
     data, what both are written for; float16 and bfloat16 data takes the reference, which computes in float32
     and rounds once."""
-    if device != "cpu" or any(a is not None and dtypes.is_half(a.dtype) for a in arrays):
+    if device != "cpu":
         return None
+    for a in arrays:
+        if a is not None and dtypes.is_half(a.dtype):
+            return None
     path = cpu_path()
-    if path == "compiled":
-        from . import compiled_cpu      # imported at the first use: numba takes half a second to import
-        return compiled_cpu
-    if path == "numpy":
-        from . import fast_cpu
-        return fast_cpu
-    return None
+    return None if path == "reference" else _module(path)
 
 
 def compiled_kernels(device: str, *arrays):

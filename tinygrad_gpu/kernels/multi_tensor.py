@@ -190,7 +190,8 @@ def scale_(tensors, coefficient, device: str) -> None:
     """Multiply every tensor by coefficient (a 0-d float32 array on `device`), in place."""
     _check("scale_", device, tensors=tensors)
     if device == "cpu":
-        reference_scale_(tensors, coefficient)
+        if coefficient != 1:        # times 1 changes no value: clip's coefficient when the norm is under its bound
+            reference_scale_(tensors, coefficient)
         return
     for table, elements in tables(tensors):
         if elements:

@@ -17,13 +17,14 @@ import math
 
 import numpy as np
 
-from .. import creation
+from .. import creation, dtypes, kernels
+from ..amp import autocast_mode
 from ..ops.movement import cat
 from ..optim import configure_adamw
 from ..tensor import Tensor
 from ..utils.checkpoint import checkpoint
 from . import functional as F
-from . import hf, init, sampling
+from . import gpt_block, hf, init, sampling
 from .layers import Dropout, Embedding, GELU, LayerNorm, Linear
 from .module import Module, ModuleDict, ModuleList
 
@@ -109,6 +110,10 @@ class MLP(Module):
 
 
 class Block(Module):
+    # On the cpu the whole block runs as one op where it can (one_op_layers); False keeps it op by op, for a
+    # graph that shows each op (examples/draw_graph.py), or to time each op
+    as_one_op = True
+
     def __init__(self, config: GPTConfig):
         super().__init__()
         # feeds_products: each layer norm's output goes only into a product (c_attn, c_fc, lm_head), so under
@@ -119,10 +124,46 @@ class Block(Module):
         self.mlp = MLP(config)
 
     def forward(self, x, cache: KVCache = None, mask: Tensor = None):
+        layers = self.one_op_layers(x) if cache is None and mask is None else None
+        if layers is not None:
+            try:
+                return gpt_block.GPTBlock.apply(x, *(layer.weight for layer in layers),
+                                                *(layer.bias for layer in layers if layer.bias is not None),
+                                                n_head=self.attn.n_head, eps=(layers[0].eps, layers[3].eps),
+                                                bias=layers[0].bias is not None)
+            except gpt_block.AttentionNotFinite:
+                pass                                 # op by op, below: PyTorch's rules for such attention
         # x = x + attn(ln_1(x)), then x = x + mlp(ln_2(x)); each branch adds itself to x as it ends, so that
         # the add and the branch's dropout are one op (on a GPU, one kernel each way: nn.functional.dropout_add)
         x = self.attn(self.ln_1(x), cache, residual=x, mask=mask)
         return self.mlp(self.ln_2(x), residual=x)
+
+    def one_op_layers(self, x: Tensor):
+        """The layers of gpt_block.LAYERS, in that order, where this block runs as one op (nn/gpt_block.py), else
+        None. A speed trick for the cpu, where the engine's work around each op is a large part of a small model's
+        step: for float32 x and parameters outside autocast, on the compiled or NumPy fast path of the fused ops
+        (not the reference: a learner reading the graph sees every op), with no dropout at work and GPT's own
+        layers (a LoRA layer, say, runs op by op)."""
+        if not (self.as_one_op and x.device == "cpu" and x.dtype == dtypes.float32 and x.ndim == 3
+                and kernels.fused_enabled() and kernels.cpu_paths.cpu_path() != "reference"
+                and autocast_mode.region_dtype(x.device) is None):
+            return None
+        attn, mlp = self.attn, self.mlp
+        layers = (self.ln_1, attn.c_attn, attn.c_proj, self.ln_2, mlp.c_fc, mlp.c_proj)       # gpt_block.LAYERS
+        if (self.training and not attn.attn_dropout.p == attn.resid_dropout.p == mlp.dropout.p == 0) \
+                or tuple(map(type, layers)) != _ONE_OP_TYPES or type(mlp.gelu) is not GELU \
+                or mlp.gelu.approximate != "tanh" or layers[0].normalized_shape != (x.shape[-1],):
+            return None
+        biases = [layer.bias for layer in layers]
+        if len({b is None for b in biases}) > 1:             # GPT's are all there or all absent
+            return None
+        params = [layer.weight for layer in layers] + [b for b in biases if b is not None]
+        if any(p is None or p.device != "cpu" or p.data.dtype != np.float32 for p in params):
+            return None
+        return layers
+
+
+_ONE_OP_TYPES = (LayerNorm, Linear, Linear, LayerNorm, Linear, Linear)
 
 
 class GPT(Module):

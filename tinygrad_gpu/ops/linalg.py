@@ -6,7 +6,7 @@ import string
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, kernels
 from ..amp import autocast_mode
 from ..kernels.runtime import array_module_of
 from ..tensor import Function, Tensor
@@ -27,8 +27,7 @@ def product(a, b, out=None):
                 return made
             out[...] = made
             return out
-        from ..kernels import mkl_products           # imported at the first product (the package imports no kernel)
-        made = mkl_products.multiply(a, b, out)     # None where MKL is not in use (its module says when)
+        made = kernels.mkl_products.multiply(a, b, out)     # None where MKL is not in use (its module says when)
         if made is not None:
             return made
     return a @ b if out is None else array_module_of(a).matmul(a, b, out=out)
