@@ -23,6 +23,7 @@ in use, for float32 data without dropout. Elsewhere the cpu runs the plain versi
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -176,14 +177,20 @@ def forward(q, k, v, scale: float, B: int, H: int):
     lse = np.empty((B * H, L), np.float32)
     operands = [_as_heads(a, B, H) for a in (q, k, v)] + [out]       # held until the kernel has run: copies
     addresses, steps, leads = _plan(operands)
-    blocks = _blocks(L)            # a block of rows r0..r1 and the keys 0..r1 they see: scale q k^T, then p v
-    products, jitters = _kernels((
-        [_product(False, True, r1 - r0, r1, E, scale, leads[Q], leads[K], L) for r0, r1 in blocks],
-        [_product(False, False, r1 - r0, E, r1, 1.0, L, leads[V], leads[OUT]) for r0, r1 in blocks]))
+    products, jitters = _forward_products(L, E, float(scale), *leads)
     work = B * H * L * L
     compiled_cpu._run(_forward_heads, work, products, jitters, addresses, steps, lse, H, L, _block(L),
                       compiled_cpu._parts(work, B * H), _constants())
     return out.reshape(q.shape), lse
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_products(L: int, E: int, scale: float, lead_q: int, lead_k: int, lead_v: int, lead_out: int):
+    """_forward_heads' two arguments for these sizes (made once: a step asks again for every layer): for each block
+    of rows r0..r1 and the keys 0..r1 they see, scale q k^T, then p v."""
+    blocks = _blocks(L)
+    return _kernels(([_product(False, True, r1 - r0, r1, E, scale, lead_q, lead_k, L) for r0, r1 in blocks],
+                     [_product(False, False, r1 - r0, E, r1, 1.0, L, lead_v, lead_out) for r0, r1 in blocks]))
 
 
 # ----------------------------------------------------------------------------- backward
@@ -231,6 +238,20 @@ def _backward_heads(products, jitters, addresses, steps, lse, heads, L, block, p
 SCORES, DOUT_V, DS_K, P_DOUT, DS_Q = range(5)      # _backward_heads' products, in the order it makes them
 
 
+@functools.lru_cache(maxsize=None)
+def _backward_products(L: int, E: int, scale: float, *leads):
+    """_backward_heads' two arguments for these sizes and the leading dimensions of q, k, v, dout, dq, dk, dv."""
+    made, blocks = [None] * 5, _blocks(L)
+    # a block of rows r0..r1 and the keys 0..r1 they see: scale q k^T, dout v^T, scale ds k
+    made[SCORES] = [_product(False, True, r1 - r0, r1, E, scale, leads[Q], leads[K], L) for r0, r1 in blocks]
+    made[DOUT_V] = [_product(False, True, r1 - r0, r1, E, 1.0, leads[DOUT], leads[V], L) for r0, r1 in blocks]
+    made[DS_K] = [_product(False, False, r1 - r0, E, r1, scale, L, leads[K], leads[DQ]) for r0, r1 in blocks]
+    # a block of keys r0..r1 and the rows r0..L that see them: p^T dout, scale ds^T q
+    made[P_DOUT] = [_product(True, False, r1 - r0, E, L - r0, 1.0, L, leads[DOUT], leads[DV]) for r0, r1 in blocks]
+    made[DS_Q] = [_product(True, False, r1 - r0, E, L - r0, scale, L, leads[Q], leads[DK]) for r0, r1 in blocks]
+    return _kernels(made)
+
+
 def backward(q, k, v, lse, dout, scale: float, B: int, H: int, need=(True, True, True), grads=None):
     """causal_attention.backward on the cpu: (dq, dk, dv), None where `need` says no; each wanted one written into
     its array of `grads` where one is given (through its strides where they allow, else copied in)."""
@@ -246,15 +267,7 @@ def backward(q, k, v, lse, dout, scale: float, B: int, H: int, need=(True, True,
     dout = dout.astype(np.float32, copy=False)
     operands = [_as_heads(a, B, H) for a in (q, k, v, dout)] + targets     # held until the kernel has run
     addresses, steps, leads = _plan(operands)
-    made, blocks = [None] * 5, _blocks(L)
-    # a block of rows r0..r1 and the keys 0..r1 they see: scale q k^T, dout v^T, scale ds k
-    made[SCORES] = [_product(False, True, r1 - r0, r1, E, scale, leads[Q], leads[K], L) for r0, r1 in blocks]
-    made[DOUT_V] = [_product(False, True, r1 - r0, r1, E, 1.0, leads[DOUT], leads[V], L) for r0, r1 in blocks]
-    made[DS_K] = [_product(False, False, r1 - r0, E, r1, scale, L, leads[K], leads[DQ]) for r0, r1 in blocks]
-    # a block of keys r0..r1 and the rows r0..L that see them: p^T dout, scale ds^T q
-    made[P_DOUT] = [_product(True, False, r1 - r0, E, L - r0, 1.0, L, leads[DOUT], leads[DV]) for r0, r1 in blocks]
-    made[DS_Q] = [_product(True, False, r1 - r0, E, L - r0, scale, L, leads[Q], leads[DK]) for r0, r1 in blocks]
-    products, jitters = _kernels(made)
+    products, jitters = _backward_products(L, E, float(scale), *leads)
     work = B * H * L * L
     compiled_cpu._run(_backward_heads, work, products, jitters, addresses, steps, lse, H, L, _block(L),
                       compiled_cpu._parts(work, B * H), _constants())

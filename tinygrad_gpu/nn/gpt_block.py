@@ -121,10 +121,10 @@ class GPTBlock(Function):
         dx1 += dout
         # x1 = x + attention: the same two ways down
         dy = linear(dx1, y, ATTN_PROJ).reshape(B, T, n_head, C // n_head).transpose(0, 2, 1, 3)
-        dsource = kernels.causal_attention.empty_laid_out_like(np, source)       # PackedCausalAttention's backward
+        dqkv = np.empty((B * T, 3 * C), np.float32)    # dq, dk, dv written through strides: PackedCausalAttention's way
+        dsource = dqkv.reshape(B, T, 3, n_head, C // n_head).transpose(2, 0, 3, 1, 4)
         CausalAttention.compute_backward(attention, source[0], source[1], source[2], dy, (True, True, True),
                                          into=(dsource[0], dsource[1], dsource[2]))
-        dqkv = dsource.transpose(1, 3, 0, 2, 4).reshape(B * T, 3 * C)          # laid out as qkv: a view
         dx = layer_norm(linear(dqkv, h1, C_ATTN), x, w[LN_1], mean1, rstd1, LN_1)
         dx += dx1
         grads = [dx.reshape(B, T, C), *dw, *(db if ctx.bias else ())]
