@@ -107,7 +107,7 @@ def test_without_a_graph_the_output_is_the_same(monkeypatch):
 
 
 @pytest.mark.parametrize("case", ["dropout", "float64", "autocast", "fused off", "lora", "other gelu", "cache",
-                                  "switched off"])
+                                  "switched off", "wrong weight"])
 def test_the_block_runs_op_by_op_where_the_one_op_does_not_apply(case):
     model = small_gpt(dropout=0.1 if case == "dropout" else 0.0, dtype=tg.float64 if case == "float64" else None)
     idx = tg.tensor(np.random.default_rng(4).integers(0, 11, (2, 16)))
@@ -117,6 +117,11 @@ def test_the_block_runs_op_by_op_where_the_one_op_does_not_apply(case):
         model.transformer.h[0].mlp.gelu.approximate = "none"
     if case == "switched off":
         model.transformer.h[1].as_one_op = False
+    if case == "wrong weight":          # op by op, so that F.linear's error names the shapes
+        model.transformer.h[0].attn.c_proj.weight = tg.nn.Parameter(tg.zeros(16, 8))
+        with pytest.raises(RuntimeError, match=r"linear: input of shape \(2, 16, 16\) does not fit weight"):
+            model(idx, idx)
+        return
     if case == "cache":
         out = model.generate(idx[:, :4], max_new_tokens=3, temperature=1.0, top_k=1)
         assert out.shape == (2, 7)

@@ -152,13 +152,19 @@ class Block(Module):
         layers = (self.ln_1, attn.c_attn, attn.c_proj, self.ln_2, mlp.c_fc, mlp.c_proj)       # gpt_block.LAYERS
         if (self.training and not attn.attn_dropout.p == attn.resid_dropout.p == mlp.dropout.p == 0) \
                 or tuple(map(type, layers)) != _ONE_OP_TYPES or type(mlp.gelu) is not GELU \
-                or mlp.gelu.approximate != "tanh" or layers[0].normalized_shape != (x.shape[-1],):
+                or mlp.gelu.approximate != "tanh":
             return None
-        biases = [layer.bias for layer in layers]
-        if len({b is None for b in biases}) > 1:             # GPT's are all there or all absent
+        weights, biases = [layer.weight for layer in layers], [layer.bias for layer in layers]
+        if len({b is None for b in biases}) > 1 or any(w is None for w in weights):    # GPT's biases: all or none
             return None
-        params = [layer.weight for layer in layers] + [b for b in biases if b is not None]
-        if any(p is None or p.device != "cpu" or p.data.dtype != np.float32 for p in params):
+        # the shapes GPT gives them; anything else (a weight swapped for a wrong one) runs op by op, whose errors
+        # name the shapes that do not fit
+        C, hidden = x.shape[-1], weights[4].shape[0]
+        if [w.shape for w in weights] != [(C,), (3 * C, C), (C, C), (C,), (hidden, C), (C, hidden)] or any(
+                b is not None and b.shape != w.shape[:1] for w, b in zip(weights, biases)):
+            return None
+        params = weights + [b for b in biases if b is not None]
+        if any(p.device != "cpu" or p.data.dtype != np.float32 for p in params):
             return None
         return layers
 
