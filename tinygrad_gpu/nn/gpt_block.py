@@ -27,6 +27,7 @@ from .. import kernels
 from ..ops.fused import CausalAttention
 from ..ops.linalg import product, sum_rows
 from ..tensor import Function, Tensor
+from . import functional as F
 
 # The layers, in the order their weights (and then their biases, if the block has them) follow x in apply's inputs
 LAYERS = ("ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj")
@@ -48,7 +49,6 @@ class GPTBlock(Function):
     @staticmethod
     def composition(x, *params, n_head, eps, bias):
         """The block as Tensor ops (what a graph of the backward differentiates): Block's own layers, as functions."""
-        from . import functional as F
         w, b = params[:6], (params[6:] if bias else (None,) * 6)
         B, T, C = x.shape
         q, k, v = F.linear(F.layer_norm(x, (C,), w[LN_1], b[LN_1], eps[0]), w[C_ATTN], b[C_ATTN]) \
