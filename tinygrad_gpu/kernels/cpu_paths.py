@@ -45,7 +45,7 @@ def cpu_path() -> str:
 
 @functools.lru_cache(maxsize=None)
 def _path_named(chosen: str, with_numba: bool) -> str:
-    """cpu_path's answer, worked out once per value of the variable: a training step asks some 80 times."""
+    """cpu_path's answer, worked out once per value of the variable: a training step asks dozens of times."""
     if chosen and chosen not in CPU_PATHS:
         raise ValueError(f"{CPU_KERNELS}={chosen!r}: say one of {', '.join(CPU_PATHS)}, or leave it unset")
     if chosen == "compiled" and not with_numba:
