@@ -149,6 +149,24 @@ def test_layernorm_agrees_with_the_reference(cpu, rows, n, dtype, with_bias, spa
         assert_close(g, w, tol * rows * (1 + np.abs(w.astype(np.float64))) + 2 * cancelled)
 
 
+@pytest.mark.parametrize("spare", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layernorm_backward_adds_dx_add_as_the_engine_would(cpu, dtype, spare):
+    """dx_add (the residual stream's gradient, layernorm.adds_in_kernel): dx + dx_add with dx rounded first, so
+    to the bit what the engine's sum of the two gradients gives; dx_add itself is left as it was."""
+    rng = np.random.default_rng(11)
+    x, dout, dx_add = (rng.standard_normal((9, 70)).astype(dtype) for _ in range(3))
+    weight = rng.standard_normal(70).astype(dtype)
+    _, mean, rstd = cpu.layernorm_forward(x, weight, None, 1e-5)
+    alone, dweight, dbias = cpu.layernorm_backward(x, weight, mean, rstd, dout.copy(), True)
+    kept = dx_add.copy()
+    summed = cpu.layernorm_backward(x, weight, mean, rstd, dout.copy(), True, dout_is_spare=spare, dx_add=dx_add)
+    np.testing.assert_array_equal(summed[0], alone + kept)
+    np.testing.assert_array_equal(summed[1], dweight)
+    np.testing.assert_array_equal(summed[2], dbias)
+    np.testing.assert_array_equal(dx_add, kept)
+
+
 # ----------------------------------------------------------------------------- causal softmax
 def stored(a, by_columns: bool):
     """a itself, or a copy stored by columns: the transposed view of a C-contiguous array, as attention gives

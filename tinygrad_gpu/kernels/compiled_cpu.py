@@ -271,16 +271,17 @@ def layernorm_forward(x, weight, bias, eps: float):
     bias_or_none = np.empty(0, work) if bias is None else np.ascontiguousarray(bias, work)
     out, mean, rstd = np.empty((rows, n), work), np.empty(rows, work), np.empty(rows, work)
     _run(_layernorm_forward_rows, x.size, x, weight, bias_or_none, bias is not None, out, mean, rstd,
-                            _constants(work, 0, 1, _inverse(n), eps))
+         _constants(work, 0, 1, _inverse(n), eps))
     return tuple(a.astype(dtype, copy=False) for a in (out, mean, rstd))
 
 
 @kernel
-def _layernorm_backward_rows(x, weight, mean, rstd, dout, dx, into_dout, need_params, dweight_parts, dbias_parts, c):
+def _layernorm_backward_rows(x, weight, mean, rstd, dout, dx, into_dout, dx_add, has_add, need_params, dweight_parts,
+                             dbias_parts, c):
     """layernorm.cu's backward: dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout w, a row per
-    iteration; into_dout: dx is dout itself (each element is read before it is written). The parameters'
-    gradients are sums over rows: each of the parts (one per core) sums its stretch of rows, and the
-    caller adds the parts, as the fused kernel's blocks leave partial sums."""
+    iteration, plus dx_add where has_add; into_dout: dx is dout itself (each element is read before it is
+    written). The parameters' gradients are sums over rows: each of the parts (one per core) sums its stretch
+    of rows, and the caller adds the parts, as the fused kernel's blocks leave partial sums."""
     zero, inv_n = c[0], c[2]
     rows, n = x.shape
     parts = dweight_parts.shape[0]
@@ -303,19 +304,25 @@ def _layernorm_backward_rows(x, weight, mean, rstd, dout, dx, into_dout, need_pa
             else:
                 for j in range(n):
                     dx[row, j] = r * (dout[row, j] * weight[j] - mean_g - (x[row, j] - m) * r * mean_gx)
+            if has_add:                        # a loop of its own: dx rounded, then the sum, as the engine adds
+                written = dout if into_dout else dx
+                for j in range(n):
+                    written[row, j] += dx_add[row, j]
 
 
-def layernorm_backward(x, weight, mean, rstd, dout, need_params: bool = True, dout_is_spare: bool = False):
+def layernorm_backward(x, weight, mean, rstd, dout, need_params: bool = True, dout_is_spare: bool = False,
+                       dx_add=None):
     (rows, n), dtype = x.shape, x.dtype
     work = working_dtype(dtype)
     x, weight, mean, rstd = (np.ascontiguousarray(a, work) for a in (x, weight, mean, rstd))
     converted = np.ascontiguousarray(dout, work)
     dx = converted if dout_is_spare or converted is not dout else np.empty_like(converted)  # a copy is ours
+    added = np.empty((0, 0), work) if dx_add is None else np.ascontiguousarray(dx_add, work)
     parts = _parts(x.size, rows)
     width = n if need_params else 0
     dweight_parts, dbias_parts = np.zeros((parts, width), work), np.zeros((parts, width), work)
-    _run(_layernorm_backward_rows, x.size, x, weight, mean, rstd, converted, dx, dx is converted, need_params,
-         dweight_parts, dbias_parts, _constants(work, 0, 1, _inverse(n)))
+    _run(_layernorm_backward_rows, x.size, x, weight, mean, rstd, converted, dx, dx is converted, added,
+         dx_add is not None, need_params, dweight_parts, dbias_parts, _constants(work, 0, 1, _inverse(n)))
     dweight, dbias = (dweight_parts.sum(0), dbias_parts.sum(0)) if need_params else (None, None)
     return tuple(None if a is None else a.astype(dtype, copy=False) for a in (dx, dweight, dbias))
 

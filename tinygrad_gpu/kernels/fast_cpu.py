@@ -134,7 +134,8 @@ def layernorm_forward(x, weight, bias, eps: float):
     return out.astype(dtype, copy=False), mean.astype(dtype, copy=False), rstd.astype(dtype, copy=False)
 
 
-def layernorm_backward(x, weight, mean, rstd, dout, need_params: bool = True, dout_is_spare: bool = False):
+def layernorm_backward(x, weight, mean, rstd, dout, need_params: bool = True, dout_is_spare: bool = False,
+                       dx_add=None):
     n, dtype = x.shape[1], x.dtype
     work = working_dtype(dtype)
     x, mean, rstd, converted = (a.astype(work, copy=False) for a in (x, mean, rstd, dout))
@@ -151,6 +152,8 @@ def layernorm_backward(x, weight, mean, rstd, dout, need_params: bool = True, do
     g -= xhat
     g -= mean_g[:, None]
     g *= rstd[:, None]                                        # rstd (g - mean(g) - xhat mean(g xhat))
+    if dx_add is not None:
+        g += dx_add.astype(work, copy=False)
     return tuple(None if a is None else a.astype(dtype, copy=False) for a in (g, dweight, dbias))
 
 

@@ -190,9 +190,10 @@ def _entry(kernel: str, x, dout) -> str:
 
 
 def adds_in_kernel(device: str, x, weight, dout) -> bool:
-    """Does backward run the kernel for these arrays, which adds dx_add on the way out? (Elsewhere a
-    caller lets the engine sum the gradients, as it would anyway.)"""
-    return cpu_paths.cpu_kernels(device, x, weight, dout) is None and _kernel_dtypes(device, x, weight, dout)
+    """Does backward run a kernel for these arrays that adds dx_add on the way out (the cpu's compiled or NumPy
+    path, or the kernels)? Elsewhere (the reference) a caller lets the engine sum the gradients, as it would
+    anyway."""
+    return cpu_paths.cpu_kernels(device, x, weight, dout) is not None or _kernel_dtypes(device, x, weight, dout)
 
 
 def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_is_spare: bool = False,
@@ -205,7 +206,7 @@ def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_i
     else holds dx_add, and dx is written over it where it is not written over dout. fused: on emu and
     cuda, True or False forces the one-launch kernel or the pair (tests; True still needs need_params and
     0 < n <= FUSED_MAX_N); None lets use_fused choose. params_into: (dweight, dbias) arrays of (n,) to write the
-    parameters' gradients into, or None for new ones (on emu and cuda, see adds_in_kernel)."""
+    parameters' gradients into, or None for new ones (where adds_in_kernel; the cpu copies them in)."""
     if dx_add is not None and not adds_in_kernel(device, x, weight, dout):
         dx, dweight, dbias = backward(x, weight, mean, rstd, dout, need_params, device, dout_is_spare, need_bias)
         return dx + dx_add, dweight, dbias
@@ -213,7 +214,15 @@ def backward(x, weight, mean, rstd, dout, need_params: bool, device: str, dout_i
         dout, dout_is_spare = dout.astype(np.float32), True    # the cpu's float32 way, on a new (spare) array
     cpu = cpu_paths.cpu_kernels(device, x, weight, dout)
     if cpu:
-        dx, dweight, dbias = cpu.layernorm_backward(x, weight, mean, rstd, dout, need_params, dout_is_spare)
+        if dx_add is not None and np.may_share_memory(dx_add, dout):    # dx may be written over dout first
+            dx_add = dx_add.copy()
+        dx, dweight, dbias = cpu.layernorm_backward(x, weight, mean, rstd, dout, need_params, dout_is_spare, dx_add)
+        if params_into[0] is not None:                  # the engine's place for it: copied in (n values)
+            params_into[0][...] = dweight
+            dweight = params_into[0]
+        if need_bias and params_into[1] is not None:
+            params_into[1][...] = dbias
+            dbias = params_into[1]
         return dx, dweight, (dbias if need_bias else None)
     if not _kernel_dtypes(device, x, weight, dout):
         dx, dweight, dbias = reference_backward(x, weight, mean, rstd, dout, need_params)

@@ -107,25 +107,23 @@ class GPTBlock(Function):
                 db[i] = sum_rows(dout)
             return product(dout, w[i])
 
-        def layer_norm(dout, rows, weight, mean, rstd, i):      # dout: a new array, ours to write dx over
-            need_params = need[1 + i] or (ctx.bias and need[7 + i])
+        def layer_norm(dout, rows, weight, mean, rstd, i, residual):  # dout: a new array, ours to write dx over
+            need_params = need[1 + i] or (ctx.bias and need[7 + i])      # residual's gradient: added to dx
             dx, dw[i], dbias = kernels.layernorm.backward(rows, weight, mean, rstd, dout, need_params, device,
-                                                          dout_is_spare=True, need_bias=ctx.bias)
+                                                          dout_is_spare=True, need_bias=ctx.bias, dx_add=residual)
             db[i] = dbias if ctx.bias else None
             return dx
 
         dout = grad.data.reshape(B * T, C)
         # out = x1 + mlp: the residual hands dout to x1; the MLP, top to bottom
         du = kernels.gelu.backward(u, linear(dout, g, MLP_PROJ), device, slope, dout_is_spare=True)
-        dx1 = layer_norm(linear(du, h2, C_FC), x1, w[LN_2], mean2, rstd2, LN_2)
-        dx1 += dout
+        dx1 = layer_norm(linear(du, h2, C_FC), x1, w[LN_2], mean2, rstd2, LN_2, residual=dout)
         # x1 = x + attention: the same two ways down
         dy = linear(dx1, y, ATTN_PROJ).reshape(B, T, n_head, C // n_head).transpose(0, 2, 1, 3)
         dqkv = np.empty((B * T, 3 * C), np.float32)    # dq, dk, dv written through strides: PackedCausalAttention's way
         dsource = dqkv.reshape(B, T, 3, n_head, C // n_head).transpose(2, 0, 3, 1, 4)
         CausalAttention.compute_backward(attention, source[0], source[1], source[2], dy, (True, True, True),
                                          into=(dsource[0], dsource[1], dsource[2]))
-        dx = layer_norm(linear(dqkv, h1, C_ATTN), x, w[LN_1], mean1, rstd1, LN_1)
-        dx += dx1
+        dx = layer_norm(linear(dqkv, h1, C_ATTN), x, w[LN_1], mean1, rstd1, LN_1, residual=dx1)
         grads = [dx.reshape(B, T, C), *dw, *(db if ctx.bias else ())]
         return tuple(Tensor._wrap(a, device) if a is not None and wanted else None for a, wanted in zip(grads, need))
