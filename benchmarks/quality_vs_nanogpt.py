@@ -167,7 +167,7 @@ def main():
         if it % config.eval_interval == 0 or it == config.max_iters:
             losses = evaluate()
             print(f"iter {it}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
-                  f"{time.time() - start:.0f} s", flush=True)
+                  f"{time.time() - start:.1f} s", flush=True)
         if it == config.max_iters:
             break
         x, y = x_next, y_next
