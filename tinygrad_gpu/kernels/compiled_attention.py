@@ -17,7 +17,7 @@ of the caches by the time the next step reads them. Measured on a 2-core Xeon, t
 nanoGPT's GPU config's 4.03 s against 4.59 with one block of rows.
 
 The products are MKL's JIT-compiled kernels (mkl_products.small_product): machine code for one size, called from
-the loop with three addresses. numba's own loops multiply such matrices several times slower (no register
+the loop with three addresses (_multiply). numba's own loops multiply such matrices several times slower (no register
 blocking), and NumPy's BLAS cannot be called from numba's threads; so this path runs where both numba and MKL are
 in use, for float32 data without dropout. Elsewhere the cpu runs the plain version.
 """
@@ -27,7 +27,9 @@ import functools
 import math
 
 import numpy as np
-from numba import prange
+from llvmlite import ir
+from numba import prange, types
+from numba.extending import intrinsic
 
 from . import compiled_cpu, mkl_products
 from .compiled_cpu import _exp_in_place, _row_max, LANES
@@ -36,8 +38,7 @@ LONGEST = 2048          # L at most: a task's scratch is two (L, L) float32 matr
 ITEM = 4                # bytes of a float32: the kernels move addresses by rows of their scratch
 # A head's rows go in BLOCKS blocks, each multiplied with the keys it sees: 5/8 of the (L, L) products' work. At the
 # GPU config (L = 256) the step took 3.56 to 3.71 s against 3.87 to 3.98 with one block (8 blocks: 3.52 to 3.63); at
-# the CPU recipe's L = 64 the same within the noise. A fixed count keeps one numba build for every L (the kernels'
-# tuple has BLOCKS entries a kind).
+# the CPU recipe's L = 64 the same within the noise.
 BLOCKS = 4
 
 
@@ -101,6 +102,22 @@ def _padded(i, r1):
     return min(r1, (i // LANES + 1) * LANES)
 
 
+@intrinsic
+def _multiply(typingctx, kernel, jitter, a, b, c):
+    """kernel(jitter, a, b, c) from a kernel's loop: a call to the C function at the address `kernel`, one of MKL's
+    JIT products (mkl_products.small_product), with four 64-bit arguments. The addresses come in an int64 array,
+    which numba types as one argument; a tuple of ctypes functions was typed again, function by function, at every
+    call (10 us of the forward's call, 20 of the backward's)."""
+    word = types.int64
+
+    def codegen(context, builder, signature, args):
+        values = [context.cast(builder, value, kind, word) for value, kind in zip(args, signature.args)]
+        function = builder.inttoptr(values[0], ir.FunctionType(ir.VoidType(), [ir.IntType(64)] * 4).as_pointer())
+        builder.call(function, values[1:])
+        return context.get_dummy_value()
+    return types.void(kernel, jitter, a, b, c), codegen
+
+
 @compiled_cpu.helper
 def _task_addresses(task, heads, addresses, steps):
     """Where each operand's matrix of this task's (batch, head) starts: its address moved by its batch and head
@@ -119,11 +136,12 @@ def _hide_future(values, i, n, minus_inf):
 @compiled_cpu.kernel
 def _forward_heads(products, jitters, addresses, steps, lse, heads, L, block, parts, c):
     """For each (batch, head), block of rows by block of rows (r0..r1): s = scale q k^T for the keys 0..r1 those
-    rows see (products[0, r]), the causal softmax of each row in place (lse_i kept), p v into out (products[1, r]).
+    rows see (products[0, r]), the causal softmax of each row in place (lse_i kept), p v into out (products[1, r]);
+    products[kind, r] is called with jitters[kind, r] (_multiply).
     addresses and steps: q's, k's, v's and out's. The future's probabilities up to r1 are written as 0: the product
     reads them."""
     zero, one, minus_inf = c[0], c[1], c[2]
-    tasks, blocks = lse.shape[0], jitters.shape[1]
+    tasks = lse.shape[0]
     for part in prange(parts):
         s = np.empty((L, L), np.float32)
         powers, lanes = np.empty(L, np.int32), np.empty(LANES, np.float32)
@@ -132,7 +150,7 @@ def _forward_heads(products, jitters, addresses, steps, lse, heads, L, block, pa
             for r0 in range(0, L, block):                  # block r: rows r0..r1 (fewer than BLOCKS where L is)
                 r, r1 = r0 // block, min(L, r0 + block)
                 rows_at = s.ctypes.data + r0 * L * ITEM
-                products[r](jitters[0, r], at[Q] + r0 * steps[Q, 2], at[K], rows_at)
+                _multiply(products[0, r], jitters[0, r], at[Q] + r0 * steps[Q, 2], at[K], rows_at)
                 for i in range(r0, r1):
                     n = _padded(i, r1)
                     _hide_future(s, i, n, minus_inf)     # exp(-inf) is 0
@@ -144,7 +162,7 @@ def _forward_heads(products, jitters, addresses, steps, lse, heads, L, block, pa
                     for j in range(n, r1):
                         s[i, j] = zero
                     lse[task, i] = top + math.log(total)
-                products[blocks + r](jitters[1, r], rows_at, at[V], at[OUT] + r0 * steps[OUT, 2])
+                _multiply(products[1, r], jitters[1, r], rows_at, at[V], at[OUT] + r0 * steps[OUT, 2])
 
 
 Q, K, V, OUT = range(4)                     # _forward_heads' operands; the backward's: Q, K, V, DOUT, DQ, DK, DV
@@ -162,11 +180,9 @@ def _blocks(L: int) -> list:
 
 
 def _kernels(made) -> tuple:
-    """made (kinds of product, each a list by block of (kernel, jitter)) as a kernel's two arguments: the kernels
-    in one tuple, kind by kind, and the jitters as a (kinds, BLOCKS) int64 array. Blocks that are empty (L < BLOCKS)
-    take the first block's, never called: the tuple's length stays BLOCKS a kind, so numba compiles one build."""
-    made = [kind + [kind[0]] * (BLOCKS - len(kind)) for kind in made]
-    return tuple(m[0] for kind in made for m in kind), np.array([[m[1] for m in kind] for kind in made], np.int64)
+    """made (kinds of product, each a list by block of (kernel, jitter)) as a kernel's two arguments: the kernels'
+    and the jitters' addresses, each a (kinds, blocks) int64 array."""
+    return tuple(np.array([[m[i] for m in kind] for kind in made], np.int64) for i in (0, 1))
 
 
 def forward(q, k, v, scale: float, B: int, H: int):
@@ -196,13 +212,13 @@ def _forward_products(L: int, E: int, scale: float, lead_q: int, lead_k: int, le
 # ----------------------------------------------------------------------------- backward
 @compiled_cpu.kernel
 def _backward_heads(products, jitters, addresses, steps, lse, heads, L, block, parts, c):
-    """For each (batch, head), with products[kind * blocks + r](jitters[kind, r], a, b, c) the products backward()
+    """For each (batch, head), with _multiply(products[kind, r], jitters[kind, r], a, b, c) the products backward()
     makes for block r: block of rows by block of rows, p from the scores again and lse, dp = dout v^T, ds = p (dp - D)
     in dp's place, and dq = scale ds k; then block of keys by block of keys (the rows from the block's first on, the
     rest of its column being 0), dv = p^T dout and dk = scale ds^T q. addresses and steps: q's, k's, v's, dout's,
     dq's, dk's and dv's."""
     zero, minus_inf = c[0], c[2]
-    tasks, blocks = lse.shape[0], jitters.shape[1]
+    tasks = lse.shape[0]
     for part in prange(parts):
         p, dp = np.empty((L, L), np.float32), np.empty((L, L), np.float32)
         powers = np.empty(L, np.int32)
@@ -211,8 +227,8 @@ def _backward_heads(products, jitters, addresses, steps, lse, heads, L, block, p
             for r0 in range(0, L, block):                  # block r: rows r0..r1 (fewer than BLOCKS where L is)
                 r, r1 = r0 // block, min(L, r0 + block)
                 p_at, dp_at = p.ctypes.data + r0 * L * ITEM, dp.ctypes.data + r0 * L * ITEM
-                products[SCORES * blocks + r](jitters[SCORES, r], at[Q] + r0 * steps[Q, 2], at[K], p_at)
-                products[DOUT_V * blocks + r](jitters[DOUT_V, r], at[DOUT] + r0 * steps[DOUT, 2], at[V], dp_at)
+                _multiply(products[SCORES, r], jitters[SCORES, r], at[Q] + r0 * steps[Q, 2], at[K], p_at)
+                _multiply(products[DOUT_V, r], jitters[DOUT_V, r], at[DOUT] + r0 * steps[DOUT, 2], at[V], dp_at)
                 for i in range(r0, r1):
                     n = _padded(i, r1)
                     _hide_future(p, i, n, minus_inf)     # exp(-inf) is 0
@@ -225,14 +241,15 @@ def _backward_heads(products, jitters, addresses, steps, lse, heads, L, block, p
                     for j in range(n, r1):
                         p[i, j] = zero
                         dp[i, j] = zero
-                products[DS_K * blocks + r](jitters[DS_K, r], dp_at, at[K], at[DQ] + r0 * steps[DQ, 2])
+                _multiply(products[DS_K, r], jitters[DS_K, r], dp_at, at[K], at[DQ] + r0 * steps[DQ, 2])
             for r0 in range(0, L, block):
                 r = r0 // block
                 corner = (r0 * L + r0) * ITEM                   # [r0, r0]: the block's column, from its diagonal
                 dout_at, q_at = at[DOUT] + r0 * steps[DOUT, 2], at[Q] + r0 * steps[Q, 2]
-                products[P_DOUT * blocks + r](jitters[P_DOUT, r], p.ctypes.data + corner, dout_at,
-                                              at[DV] + r0 * steps[DV, 2])
-                products[DS_Q * blocks + r](jitters[DS_Q, r], dp.ctypes.data + corner, q_at, at[DK] + r0 * steps[DK, 2])
+                _multiply(products[P_DOUT, r], jitters[P_DOUT, r], p.ctypes.data + corner, dout_at,
+                          at[DV] + r0 * steps[DV, 2])
+                _multiply(products[DS_Q, r], jitters[DS_Q, r], dp.ctypes.data + corner, q_at,
+                          at[DK] + r0 * steps[DK, 2])
 
 
 SCORES, DOUT_V, DS_K, P_DOUT, DS_Q = range(5)      # _backward_heads' products, in the order it makes them

@@ -206,17 +206,17 @@ def multiply(a, b, out=None):
 
 # mkl_jit_get_sgemm_ptr's function: (jitter, a, b, c), each an address (taken as int64: numba adds int64 offsets
 # to them, and an int64 plus a uint64 would be a float64 there)
-JIT_KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
 JIT_FAILED = 2                            # mkl_cblas_jit_create_sgemm's MKL_JIT_ERROR (1, MKL_NO_JIT, still works)
 
 
 @functools.lru_cache(maxsize=None)
 def small_product(transpose_a: bool, transpose_b: bool, m: int, n: int, k: int, alpha: float, lead_a: int,
                   lead_b: int, lead_c: int):
-    """(kernel, jitter): MKL's JIT-compiled float32 product c = alpha op(a) op(b), op(a) (m, k), op(b) (k, n), all
-    row-major with these leading dimensions, c overwritten, called as kernel(jitter, a, b, c) with the three
-    matrices' addresses, from numba too. Made once per set of arguments and kept for the process (attention makes
-    about two dozen for a layout of q, k, v). None where MKL is not in use or cannot make it."""
+    """(kernel, jitter), two addresses (ints): MKL's JIT-compiled float32 product c = alpha op(a) op(b), op(a)
+    (m, k), op(b) (k, n), all row-major with these leading dimensions, c overwritten; the machine code at `kernel`
+    is a C function called as kernel(jitter, a, b, c) with the three matrices' addresses (compiled_attention calls
+    it from numba). Made once per set of arguments and kept for the process (attention makes about two dozen for
+    a layout of q, k, v). None where MKL is not in use or cannot make it."""
     mkl = library()
     if mkl is None:
         return None
@@ -226,4 +226,4 @@ def small_product(transpose_a: bool, transpose_b: bool, m: int, n: int, k: int, 
                             lead_a, lead_b, 0.0, lead_c)
     if status == JIT_FAILED or not jitter.value:
         return None
-    return JIT_KERNEL(mkl.jit_kernel(jitter)), np.int64(jitter.value)
+    return mkl.jit_kernel(jitter), jitter.value
