@@ -403,6 +403,18 @@ def test_the_default_path_is_compiled_with_numba_and_numpy_without(monkeypatch):
         gelu.forward(np.ones(3, np.float32), "cpu")
 
 
+def test_the_switch_is_read_as_os_environ_holds_it_at_each_ask(monkeypatch):
+    """cpu_paths reads the variable from the dict behind os.environ (faster than os.environ.get): every change
+    made through os.environ shows at the next ask, and an os.environ swapped for a plain dict is read too."""
+    monkeypatch.delenv(cpu_paths.CPU_KERNELS, raising=False)
+    assert cpu_paths._variable() == ""
+    for value in ("numpy", "reference", "caf\u00e9"):
+        monkeypatch.setenv(cpu_paths.CPU_KERNELS, value)
+        assert cpu_paths._variable() == value == os.environ[cpu_paths.CPU_KERNELS]
+    monkeypatch.setattr(os, "environ", {cpu_paths.CPU_KERNELS: "numpy"})
+    assert cpu_paths._variable() == "numpy" and cpu_paths.cpu_path() == "numpy"
+
+
 def test_16_bit_data_and_other_devices_take_no_cpu_path(monkeypatch):
     monkeypatch.setenv(cpu_paths.CPU_KERNELS, "numpy")
     f32, f16 = np.zeros(3, np.float32), np.zeros(3, np.float16)

@@ -37,8 +37,13 @@ def is_floating(dtype) -> bool:
     return dtype.kind == "f" or dtype == bfloat16
 
 
+_HALF_DTYPES = frozenset(HALF)
+
+
 def is_half(dtype) -> bool:
-    return dtype in HALF            # a dtype, or anything that compares equal to one (np.float16, "bfloat16")
+    if isinstance(dtype, np.dtype):
+        return dtype in _HALF_DTYPES        # one hash lookup: asked of every array a fused op on the cpu takes
+    return dtype in HALF            # anything that compares equal to a dtype (np.float16, "bfloat16")
 
 
 def category(dtype) -> int:

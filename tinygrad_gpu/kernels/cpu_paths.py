@@ -40,7 +40,23 @@ def cpu_path() -> str:
     """What the cpu device runs for a fused op: $TINYGRAD_GPU_CPU_KERNELS when it is set, else "compiled"
     (compiled_cpu.py) when numba is installed, else "numpy" (fast_cpu.py). "reference" runs each kernel file's
     plain NumPy formulas, the definition of correct, and the slowest."""
-    return _path_named(os.environ.get(CPU_KERNELS, ""), numba_installed())
+    return _path_named(_variable(), numba_installed())
+
+
+_ENCODED = os.environ.encodekey(CPU_KERNELS) if hasattr(os.environ, "encodekey") else None
+
+
+def _variable() -> str:
+    """os.environ.get(CPU_KERNELS, ""), read from the dict that os.environ keeps its entries in (CPython's
+    os._Environ: `_data`, keys and values encoded; every change to os.environ goes through it). os.environ.get
+    raises and catches a KeyError when the variable is unset, the usual case: 0.6 us against 0.03, and a training
+    step asks about a hundred times (1% of the CPU recipe's step). Where there is no such dict (os.environ replaced
+    by a plain one, say), os.environ.get itself."""
+    entries = getattr(os.environ, "_data", None)
+    if _ENCODED is None or not isinstance(entries, dict):
+        return os.environ.get(CPU_KERNELS, "")
+    value = entries.get(_ENCODED)
+    return "" if value is None else os.environ.decodevalue(value)
 
 
 @functools.lru_cache(maxsize=None)
