@@ -204,8 +204,6 @@ def multiply(a, b, out=None):
     return out
 
 
-# mkl_jit_get_sgemm_ptr's function: (jitter, a, b, c), each an address (taken as int64: numba adds int64 offsets
-# to them, and an int64 plus a uint64 would be a float64 there)
 JIT_FAILED = 2                            # mkl_cblas_jit_create_sgemm's MKL_JIT_ERROR (1, MKL_NO_JIT, still works)
 
 
