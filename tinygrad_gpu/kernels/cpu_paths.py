@@ -50,7 +50,7 @@ def _variable() -> str:
     """os.environ.get(CPU_KERNELS, ""), read from the dict that os.environ keeps its entries in (CPython's
     os._Environ: `_data`, keys and values encoded; every change to os.environ goes through it). os.environ.get
     raises and catches a KeyError when the variable is unset, the usual case: 0.6 us against 0.03, and a training
-    step asks about a hundred times (1% of the CPU recipe's step). Where there is no such dict (os.environ replaced
+    step asks some 90 times (1% of the CPU recipe's step). Where there is no such dict (os.environ replaced
     by a plain one, say), os.environ.get itself."""
     entries = getattr(os.environ, "_data", None)
     if _ENCODED is None or not isinstance(entries, dict):
@@ -61,7 +61,7 @@ def _variable() -> str:
 
 @functools.lru_cache(maxsize=None)
 def _path_named(chosen: str, with_numba: bool) -> str:
-    """cpu_path's answer, worked out once per value of the variable: a training step asks dozens of times."""
+    """cpu_path's answer, worked out once per value of the variable: a training step asks some 90 times."""
     if chosen and chosen not in CPU_PATHS:
         raise ValueError(f"{CPU_KERNELS}={chosen!r}: say one of {', '.join(CPU_PATHS)}, or leave it unset")
     if chosen == "compiled" and not with_numba:
